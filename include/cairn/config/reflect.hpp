@@ -1,0 +1,551 @@
+#pragma once
+
+#include <cairn/config/detail/type_name.hpp>
+#include <cairn/config/field.hpp>
+#include <cairn/config/legacy.hpp>
+#include <cairn/config/validation.hpp>
+#include <cairn/config/value.hpp>
+
+#include <boost/describe/bases.hpp>
+#include <boost/describe/members.hpp>
+#include <boost/describe/modifiers.hpp>
+#include <boost/json/object.hpp>
+#include <boost/mp11/algorithm.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <exception>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+// How reflection is laid out, for compile time: each described config gets one runtime table
+// of its fields (name, metadata, an accessor, and the operations of the field's value type).
+// Every algorithm (read, write, validate, compare, document, schema) is an ordinary function
+// over that table, compiled once per translation unit, not once per field.
+
+namespace cairn {
+
+/// A struct described with BOOST_DESCRIBE_STRUCT: cairn reads, writes, validates and documents it.
+template <class T>
+concept described_config = std::is_class_v<T> && boost::describe::has_describe_members<T>::value &&
+    boost::describe::has_describe_bases<T>::value;
+
+/// The name cairn gives a config type in messages and documentation.
+template <class T> constexpr std::string_view config_name() { return detail::type_name<T>(); }
+
+namespace detail {
+
+template <class T> using members_of =
+    boost::describe::describe_members<T, boost::describe::mod_public | boost::describe::mod_inherited>;
+template <class T> using bases_of = boost::describe::describe_bases<T, boost::describe::mod_public>;
+
+template <class P> struct member_pointer_value;
+template <class C, class V> struct member_pointer_value<V C::*> { using type = V; };
+/// The value type of a described member (descriptor D).
+template <class D> using member_value_t = typename member_pointer_value<std::remove_cv_t<decltype(D::pointer)>>::type;
+
+template <class> inline constexpr bool always_false = false;
+
+enum class value_kind { text, json, unknown };
+
+struct config_ops;
+
+/// The operations cairn needs on a value of one type, reached through `void*`. For a described
+/// config only `config` is set: the algorithms below handle configs through its field table.
+struct type_ops {
+  void (*read)(boost::json::value const&, void*, read_context&);
+  boost::json::value (*write)(void const*);
+  std::string (*type_name)();
+  void (*schema)(boost::json::object&);
+  void (*assign)(void*, void const*);
+  config_ops const& (*config)();                            ///< set for a described config
+  config_ops const& (*optional_config)();                   ///< set for std::optional of a described config
+  void (*validate)(void*, validation&);                     ///< set when the value holds configs
+  void (*apply_legacy)(boost::json::value&, read_context&); ///< set when the value holds configs
+  value_kind (*kind_at)(std::span<std::string_view const>);
+  std::string (*enum_names)(); ///< set for described enums
+};
+
+/// A check of a field, with its type erased; `check` points into the config's static field list.
+struct erased_check {
+  void const* check;
+  std::optional<std::string> (*test)(void const* check, void const* value);
+  std::string (*describe)(void const* check);
+  void (*schema)(void const* check, boost::json::object&);
+};
+
+/// One field of a config, after the updates of derived configs.
+struct field_info {
+  std::string_view name;
+  std::string_view description;
+  cairn::hint hint = cairn::hint::core;
+  std::vector<erased_check> checks;
+  void* (*address)(void*);
+  type_ops const* type;
+
+  [[nodiscard]] void* member(void* object) const { return address(object); }
+  [[nodiscard]] void const* member(void const* object) const { return address(const_cast<void*>(object)); }
+};
+
+/// Everything cairn knows about one config type.
+struct config_ops {
+  std::string_view name;
+  std::vector<field_info> fields;
+  std::vector<legacy_rule> legacy;
+  void (*validate_chain)(void*, validation&);
+  void const* (*defaults)(); ///< a `T{}` that lives as long as the program
+
+  [[nodiscard]] field_info const* find(std::string_view key) const {
+    for (auto const& f : fields)
+      if (f.name == key) return &f;
+    return nullptr;
+  }
+};
+
+template <class V> type_ops const& ops_of();
+template <class T> config_ops const& config_of();
+
+// --- checks ---------------------------------------------------------------------------------
+
+template <class Check, class V> struct check_ops {
+  static std::optional<std::string> test(void const* check, void const* value) {
+    auto const& c = *static_cast<Check const*>(check);
+    auto const& v = *static_cast<V const*>(value);
+    if constexpr (std::is_invocable_v<Check const&, V const&>) {
+      return c(v);
+    } else if constexpr (is_optional<V>) {
+      static_assert(std::is_invocable_v<Check const&, typename V::value_type const&>,
+                    "This check does not apply to the field's type (e.g. a numeric bound on a string).");
+      return v ? c(*v) : std::nullopt;
+    } else {
+      static_assert(always_false<Check>,
+                    "This check does not apply to the field's type (e.g. a numeric bound on a string).");
+    }
+  }
+  static std::string describe(void const* check) { return static_cast<Check const*>(check)->describe(); }
+  static void schema(void const* check, boost::json::object& s) { static_cast<Check const*>(check)->add_schema(s); }
+};
+
+template <class V, class Check> erased_check erase_check(Check const& check) {
+  return {&check, &check_ops<Check, V>::test, &check_ops<Check, V>::describe, &check_ops<Check, V>::schema};
+}
+
+// --- field metadata -------------------------------------------------------------------------
+
+template <class T> auto declared_fields() {
+  if constexpr (requires { cairn_fields(static_cast<T const*>(nullptr)); })
+    return cairn_fields(static_cast<T const*>(nullptr));
+  else
+    return std::tuple<>{};
+}
+
+/// The field list of T, with static storage so that checks can be pointed to.
+template <class T> auto const& field_list() {
+  static auto const list = declared_fields<T>();
+  return list;
+}
+
+inline field_info* field_at(config_ops& ops, void const* object, void const* address) {
+  for (auto& f : ops.fields)
+    if (f.member(object) == address) return &f;
+  return nullptr;
+}
+
+inline void set_checks(field_info& info, erased_check const* checks, std::size_t count) {
+  info.checks.assign(checks, checks + count);
+}
+
+template <class V, class Checks> void set_checks(field_info& info, Checks const& checks) {
+  std::apply(
+      [&](auto const&... c) {
+        erased_check const erased[] = {erase_check<V>(c)..., {}};
+        set_checks(info, erased, sizeof...(c));
+      },
+      checks);
+}
+
+/// Applies one entry of a `cairn_fields` list (a definition or an update) to the field it names.
+template <class T, class Entry> void apply_entry(config_ops& ops, T const& object, Entry const& entry) {
+  using V = typename Entry::value_type;
+  // An error here about Entry::owner means that a `cairn::field` names a member of another
+  // struct: a config describes its own members with `field` and inherited ones with `update`.
+  static_assert(std::is_base_of_v<typename Entry::owner, T>, "cairn_fields names a member of an unrelated struct");
+  auto* info = field_at(ops, &object, &(object.*entry.pointer));
+  if (!info) return; // a member that is not described: nothing to attach the metadata to
+  if constexpr (requires { entry.description; }) {
+    info->description = entry.description;
+    info->hint = entry.hint;
+    set_checks<V>(*info, entry.checks);
+  } else {
+    if (entry.new_description) info->description = *entry.new_description;
+    if (entry.new_hint) info->hint = *entry.new_hint;
+    if constexpr (Entry::replaces_checks) set_checks<V>(*info, entry.new_checks);
+  }
+}
+
+/// The entries of T's bases first, then T's own: definitions, then updates down the hierarchy.
+template <class T, class Object> void apply_entries(config_ops& ops, Object const& object) {
+  boost::mp11::mp_for_each<bases_of<T>>([&](auto base) { apply_entries<typename decltype(base)::type>(ops, object); });
+  std::apply([&](auto const&... entry) { (apply_entry<Object>(ops, object, entry), ...); }, field_list<T>());
+}
+
+template <class T, class D> void* member_address(void* object) { return &(static_cast<T*>(object)->*D::pointer); }
+
+/// Legacy rules of T and of each of its bases, base first.
+template <class T> void collect_legacy_rules(std::vector<legacy_rule>& rules) {
+  boost::mp11::mp_for_each<bases_of<T>>([&](auto base) { collect_legacy_rules<typename decltype(base)::type>(rules); });
+  if constexpr (requires { cairn_legacy(static_cast<T const*>(nullptr)); }) {
+    for (auto& rule : cairn_legacy(static_cast<T const*>(nullptr))) {
+      bool seen =
+          std::any_of(rules.begin(), rules.end(), [&](legacy_rule const& r) { return r.summary() == rule.summary(); });
+      if (!seen) rules.push_back(std::move(rule));
+    }
+  }
+}
+
+template <class T> void run_validate_chain(void* object, validation& ctx);
+
+template <class T> void const* default_of() {
+  static T const value{};
+  return &value;
+}
+
+inline void add_field(config_ops& ops, std::string_view name, void* (*address)(void*), type_ops const& type) {
+  ops.fields.push_back({name, {}, cairn::hint::core, {}, address, &type});
+}
+
+template <class T> config_ops build_config_ops() {
+  config_ops ops{config_name<T>(), {}, {}, &run_validate_chain<T>, &default_of<T>};
+  boost::mp11::mp_for_each<members_of<T>>([&](auto d) {
+    using D = decltype(d);
+    add_field(ops, d.name, &member_address<T, D>, ops_of<member_value_t<D>>());
+  });
+  apply_entries<T>(ops, *static_cast<T const*>(default_of<T>()));
+  collect_legacy_rules<T>(ops.legacy);
+  return ops;
+}
+
+template <class T> config_ops const& config_of() {
+  static config_ops const ops = build_config_ops<T>();
+  return ops;
+}
+
+// --- algorithms over the field table --------------------------------------------------------
+
+inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+inline std::string unknown_key_message(config_ops const& ops, std::string_view key) {
+  std::string_view best;
+  std::size_t best_distance = 3;
+  for (auto const& f : ops.fields) {
+    auto distance = edit_distance(key, f.name);
+    if (distance < best_distance) {
+      best = f.name;
+      best_distance = distance;
+    }
+  }
+  std::string message = "unknown key in " + std::string(ops.name);
+  if (!best.empty()) message += "; did you mean '" + std::string(best) + "'?";
+  return message;
+}
+
+inline void apply_rules(config_ops const& ops, boost::json::object& object, read_context& ctx) {
+  if (ops.legacy.empty()) return;
+  legacy_context context(ctx, ops.name);
+  for (auto const& rule : ops.legacy) rule.apply(object, context);
+}
+
+inline void read_config(config_ops const& ops, boost::json::value const& j, void* config, read_context& ctx);
+inline boost::json::value write_config(config_ops const& ops, void const* config);
+inline void config_schema(config_ops const& ops, boost::json::object& s);
+inline value_kind config_kind_at(config_ops const& ops, std::span<std::string_view const> path);
+inline void validate_config(config_ops const& ops, void* config, validation& ctx);
+inline void apply_config_legacy(config_ops const& ops, boost::json::value& j, read_context& ctx);
+
+inline void read_value(type_ops const& type, boost::json::value const& j, void* value, read_context& ctx) {
+  if (type.config)
+    read_config(type.config(), j, value, ctx);
+  else
+    type.read(j, value, ctx);
+}
+inline boost::json::value write_value(type_ops const& type, void const* value) {
+  return type.config ? write_config(type.config(), value) : type.write(value);
+}
+inline std::string type_name_of(type_ops const& type) {
+  return type.config ? std::string(type.config().name) : type.type_name();
+}
+
+inline void read_fields(config_ops const& ops, boost::json::object const& object, void* config, read_context& ctx) {
+  std::size_t matched = 0;
+  for (auto const& f : ops.fields) {
+    auto const* value = object.if_contains(f.name);
+    if (!value) continue;
+    ++matched;
+    auto scope = ctx.enter(f.name);
+    read_value(*f.type, *value, f.member(config), ctx);
+  }
+  if (matched == object.size()) return;
+  for (auto const& entry : object)
+    if (!ops.find(entry.key())) ctx.unknown_key(entry.key(), unknown_key_message(ops, entry.key()));
+}
+
+inline void read_config(config_ops const& ops, boost::json::value const& j, void* config, read_context& ctx) {
+  if (!j.is_object()) {
+    ctx.error("expected an object (" + std::string(ops.name) + "), got " + describe_json(j));
+    return;
+  }
+  if (ops.legacy.empty()) {
+    read_fields(ops, j.get_object(), config, ctx);
+  } else {
+    boost::json::object current = j.get_object();
+    apply_rules(ops, current, ctx);
+    read_fields(ops, current, config, ctx);
+  }
+}
+
+inline boost::json::value write_config(config_ops const& ops, void const* config) {
+  boost::json::object out;
+  out.reserve(ops.fields.size());
+  for (auto const& f : ops.fields) out[f.name] = write_value(*f.type, f.member(config));
+  return out;
+}
+
+inline void config_schema(config_ops const& ops, boost::json::object& s) {
+  s["type"] = "object";
+  s["title"] = ops.name;
+  boost::json::object properties;
+  auto const* defaults = ops.defaults();
+  for (auto const& f : ops.fields) {
+    boost::json::object property;
+    if (f.type->config)
+      config_schema(f.type->config(), property);
+    else
+      f.type->schema(property);
+    auto* bounded = &property;
+    if (auto* any = property.if_contains("anyOf")) bounded = &any->as_array()[0].as_object();
+    for (auto const& check : f.checks) check.schema(check.check, *bounded);
+    if (!f.description.empty()) property["description"] = f.description;
+    property["default"] = write_value(*f.type, f.member(defaults));
+    if (f.hint == hint::deprecated) property["deprecated"] = true;
+    properties[f.name] = std::move(property);
+  }
+  s["properties"] = std::move(properties);
+  s["additionalProperties"] = false;
+}
+
+inline value_kind config_kind_at(config_ops const& ops, std::span<std::string_view const> path) {
+  if (path.empty()) return value_kind::json;
+  auto const* f = ops.find(path.front());
+  if (!f) return value_kind::unknown;
+  return f->type->config ? config_kind_at(f->type->config(), path.subspan(1)) : f->type->kind_at(path.subspan(1));
+}
+
+// --- type operations ------------------------------------------------------------------------
+
+template <class V> constexpr bool holds_config() {
+  if constexpr (described_config<V>)
+    return true;
+  else if constexpr (is_optional<V> || is_vector<V>)
+    return holds_config<typename V::value_type>();
+  else if constexpr (is_string_map<V>)
+    return holds_config<typename V::mapped_type>();
+  else
+    return false;
+}
+
+template <class V> void validate_value(void* value, validation& ctx);
+template <class V> void apply_legacy_value(boost::json::value& j, read_context& ctx);
+
+template <class V> value_kind kind_at(std::span<std::string_view const> path) {
+  if constexpr (described_config<V>) {
+    return config_kind_at(config_of<V>(), path);
+  } else if constexpr (is_optional<V>) {
+    return kind_at<typename V::value_type>(path);
+  } else if constexpr (is_string_map<V>) {
+    return path.empty() ? value_kind::json : kind_at<typename V::mapped_type>(path.subspan(1));
+  } else if constexpr (requires { value_traits<V>::textual; }) {
+    return path.empty() ? (value_traits<V>::textual ? value_kind::text : value_kind::json) : value_kind::unknown;
+  } else {
+    return path.empty() ? value_kind::json : value_kind::unknown;
+  }
+}
+
+template <class V> type_ops make_type_ops() {
+  type_ops ops{};
+  if constexpr (described_config<V>) {
+    ops.config = &config_of<V>;
+    return ops;
+  }
+  ops.read = [](boost::json::value const& j, void* v, read_context& ctx) {
+    value_traits<V>::read(j, *static_cast<V*>(v), ctx);
+  };
+  ops.write = [](void const* v) { return value_traits<V>::write(*static_cast<V const*>(v)); };
+  ops.type_name = &value_traits<V>::type_name;
+  ops.schema = &value_traits<V>::schema;
+  ops.assign = [](void* to, void const* from) { *static_cast<V*>(to) = *static_cast<V const*>(from); };
+  if constexpr (is_optional<V>)
+    if constexpr (described_config<typename V::value_type>) ops.optional_config = &config_of<typename V::value_type>;
+  if constexpr (holds_config<V>()) {
+    ops.validate = &validate_value<V>;
+    ops.apply_legacy = &apply_legacy_value<V>;
+  }
+  ops.kind_at = &kind_at<V>;
+  if constexpr (std::is_enum_v<V>) ops.enum_names = &value_traits<V>::names;
+  return ops;
+}
+
+template <class V> type_ops const& ops_of() {
+  static type_ops const ops = make_type_ops<V>();
+  return ops;
+}
+
+inline void apply_config_legacy(config_ops const& ops, boost::json::value& j, read_context& ctx) {
+  if (!j.is_object()) return;
+  auto& object = j.get_object();
+  apply_rules(ops, object, ctx);
+  for (auto const& f : ops.fields) {
+    if (!f.type->config && !f.type->apply_legacy) continue;
+    if (auto* child = object.if_contains(f.name)) {
+      auto scope = ctx.enter(f.name);
+      if (f.type->config)
+        apply_config_legacy(f.type->config(), *child, ctx);
+      else
+        f.type->apply_legacy(*child, ctx);
+    }
+  }
+}
+
+/// Applies the legacy rules of every config inside a value, before overrides are added.
+template <class V> void apply_legacy_value(boost::json::value& j, read_context& ctx) {
+  if constexpr (described_config<V>) {
+    apply_config_legacy(config_of<V>(), j, ctx);
+  } else if constexpr (is_optional<V>) {
+    if (!j.is_null()) apply_legacy_value<typename V::value_type>(j, ctx);
+  } else if constexpr (is_vector<V>) {
+    if (!j.is_array()) return;
+    auto& array = j.get_array();
+    for (std::size_t i = 0; i < array.size(); ++i) {
+      auto scope = ctx.enter(i);
+      apply_legacy_value<typename V::value_type>(array[i], ctx);
+    }
+  } else if constexpr (is_string_map<V>) {
+    if (!j.is_object()) return;
+    for (auto& entry : j.get_object()) {
+      auto scope = ctx.enter(entry.key());
+      apply_legacy_value<typename V::mapped_type>(entry.value(), ctx);
+    }
+  }
+}
+
+// --- validation ----------------------------------------------------------------------------
+
+template <class T>
+concept declares_validate = requires {
+  requires std::is_same_v<decltype(&T::validate), void (T::*)(validation&)>;
+};
+template <class T>
+concept declares_plain_validate = requires {
+  requires std::is_same_v<decltype(&T::validate), void (T::*)()>;
+};
+
+/// Each class's own `validate`, most basic class first.
+template <class T> void run_validate_chain(void* object, validation& ctx) {
+  auto& config = *static_cast<T*>(object);
+  boost::mp11::mp_for_each<bases_of<T>>([&](auto base) {
+    using base_type = typename decltype(base)::type;
+    run_validate_chain<base_type>(static_cast<base_type*>(&config), ctx);
+  });
+  if constexpr (declares_validate<T> || declares_plain_validate<T>) {
+    try {
+      if constexpr (declares_validate<T>)
+        config.T::validate(ctx);
+      else
+        config.T::validate();
+    } catch (config_error const& e) {
+      for (auto const& d : e.errors()) ctx.error(d.path, d.message);
+    } catch (std::exception const& e) {
+      ctx.error("", e.what());
+    }
+  }
+}
+
+/// Nested configs first, then field checks, then the configs' own `validate` (skipped when
+/// anything below failed, since it may rely on sound fields).
+inline void validate_config(config_ops const& ops, void* config, validation& ctx) {
+  for (auto const& f : ops.fields) {
+    if (!f.type->config && !f.type->validate) continue;
+    auto scope = ctx.enter(f.name);
+    if (f.type->config)
+      validate_config(f.type->config(), f.member(config), ctx);
+    else
+      f.type->validate(f.member(config), ctx);
+  }
+  for (auto const& f : ops.fields) {
+    if (f.checks.empty() || ctx.has_errors_under(ctx.join(f.name))) continue;
+    for (auto const& check : f.checks) {
+      if (auto failure = check.test(check.check, f.member(config))) {
+        ctx.error(f.name, std::move(*failure));
+        break;
+      }
+    }
+  }
+  if (!ctx.has_errors_under(ctx.path())) ops.validate_chain(config, ctx);
+}
+
+template <class V> void validate_value(void* object, validation& ctx) {
+  auto& value = *static_cast<V*>(object);
+  if constexpr (described_config<V>) {
+    validate_config(config_of<V>(), object, ctx);
+  } else if constexpr (is_optional<V>) {
+    if (value) validate_value<typename V::value_type>(&*value, ctx);
+  } else if constexpr (is_vector<V>) {
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      auto scope = ctx.enter(i);
+      validate_value<typename V::value_type>(&value[i], ctx);
+    }
+  } else if constexpr (is_string_map<V>) {
+    for (auto& [key, item] : value) {
+      auto scope = ctx.enter(std::string_view(key));
+      validate_value<typename V::mapped_type>(&item, ctx);
+    }
+  }
+}
+
+} // namespace detail
+
+/// One field of a config: `name`, `description`, `hint`, `checks`.
+using field_info = detail::field_info;
+
+/// The fields of config T, inherited ones first, each with `name`, `description`, `hint` and
+/// `checks` (after the updates of derived configs).
+template <described_config T> std::vector<field_info> const& fields_of() { return detail::config_of<T>().fields; }
+
+template <described_config T> struct value_traits<T> {
+  static void read(boost::json::value const& j, T& v, read_context& ctx) {
+    detail::read_config(detail::config_of<T>(), j, &v, ctx);
+  }
+  static boost::json::value write(T const& v) { return detail::write_config(detail::config_of<T>(), &v); }
+  static std::string type_name() { return std::string(config_name<T>()); }
+  /// An object schema: each field's type, description, default (from `T{}`) and bounds.
+  static void schema(boost::json::object& s) { detail::config_schema(detail::config_of<T>(), s); }
+};
+
+} // namespace cairn

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what cairn's build, tests and examples need from Debian 12's archive. Idempotent:
+# packages already present are not touched, and the package lists are only refreshed when
+# something is missing.
+set -euo pipefail
+
+# Boost: Describe and Mp11 (headers) and JSON (library); doctest for the tests; libtorch and
+# Gloo for tensors and CPU collectives; xxHash for checksums.
+packages=(
+  g++ cmake ninja-build git
+  libboost1.81-dev libboost-json1.81-dev
+  doctest-dev
+  libtorch-dev libgloo-dev
+  libxxhash-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs every test of cairn: installs dependencies, builds with warnings as errors, runs the
+# unit, compile-fail, header and consumer tests, then builds again with AddressSanitizer and
+# UndefinedBehaviorSanitizer and runs the unit tests there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh
+
+jobs=${CAIRN_JOBS:-2}
+
+echo "== build (RelWithDebInfo)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j"$jobs"
+echo "== tests"
+ctest --test-dir build -j"$jobs" --output-on-failure
+
+echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer)"
+cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCAIRN_SANITIZE=ON \
+  -DCAIRN_BUILD_EXAMPLES=OFF -DCAIRN_BUILD_BENCH=OFF -DCAIRN_INSTALL=OFF
+cmake --build build-sanitize -j"$jobs"
+echo "== tests under sanitizers"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-sanitize -j"$jobs" --output-on-failure -L unit

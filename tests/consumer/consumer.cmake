@@ -1,0 +1,10 @@
+# Outside projects that use cairn the two ways users do: find_package against an install in a
+# temporary prefix, and add_subdirectory of the source tree.
+set(cairn_consumer_dir ${CMAKE_CURRENT_LIST_DIR})
+foreach(mode IN ITEMS find_package add_subdirectory)
+  add_test(NAME consumer_${mode}
+           COMMAND ${CMAKE_COMMAND} -DMODE=${mode} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DBUILD_DIR=${CMAKE_BINARY_DIR}
+                   -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumer_${mode} -DGENERATOR=${CMAKE_GENERATOR}
+                   -DCXX=${CMAKE_CXX_COMPILER} -P ${cairn_consumer_dir}/run.cmake)
+  set_tests_properties(consumer_${mode} PROPERTIES LABELS consumer)
+endforeach()

@@ -1,0 +1,20 @@
+# Builds and runs one consumer project. MODE is find_package or add_subdirectory.
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "failed (${result}): ${ARGN}")
+  endif()
+endfunction()
+
+file(REMOVE_RECURSE ${WORK_DIR})
+set(project_dir ${CMAKE_CURRENT_LIST_DIR}/${MODE})
+if(MODE STREQUAL "find_package")
+  run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+  set(configure_args -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
+else()
+  set(configure_args -DCAIRN_SOURCE_DIR=${SOURCE_DIR})
+endif()
+run(${CMAKE_COMMAND} -S ${project_dir} -B ${WORK_DIR}/build -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX}
+    ${configure_args})
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+run(${WORK_DIR}/build/consumer)

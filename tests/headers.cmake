@@ -1,0 +1,23 @@
+# Every public header must compile on its own: one generated translation unit per header,
+# including it twice (the second include checks the include guard).
+file(GLOB_RECURSE cairn_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include CONFIGURE_DEPENDS
+     ${PROJECT_SOURCE_DIR}/include/cairn/*.hpp)
+set(cairn_header_sources)
+foreach(header IN LISTS cairn_public_headers)
+  # Headers of the libtorch layers only when libtorch is enabled.
+  if(NOT CAIRN_WITH_TORCH AND header MATCHES "^cairn/(comm|checkpoint)/")
+    continue()
+  endif()
+  string(MAKE_C_IDENTIFIER ${header} stem)
+  set(source ${CMAKE_CURRENT_BINARY_DIR}/headers/${stem}.cpp)
+  set(content "#include <${header}>\n#include <${header}>\n")
+  if(EXISTS ${source})
+    file(READ ${source} existing)
+  endif()
+  if(NOT existing STREQUAL content)
+    file(WRITE ${source} "${content}")
+  endif()
+  list(APPEND cairn_header_sources ${source})
+endforeach()
+add_library(cairn_header_check OBJECT ${cairn_header_sources})
+target_link_libraries(cairn_header_check PRIVATE cairn::cairn cairn_warnings)
