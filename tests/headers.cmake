@@ -4,8 +4,9 @@ file(GLOB_RECURSE cairn_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include CO
      ${PROJECT_SOURCE_DIR}/include/cairn/*.hpp)
 set(cairn_header_sources)
 foreach(header IN LISTS cairn_public_headers)
-  # Headers of the libtorch layers only when libtorch is enabled.
-  if(NOT CAIRN_WITH_TORCH AND header MATCHES "^cairn/(comm|checkpoint)/")
+  # Headers that need libtorch say so on a line of their own; they are checked only with it.
+  file(STRINGS ${PROJECT_SOURCE_DIR}/include/${header} needs_torch REGEX "^// cairn: requires libtorch$")
+  if(needs_torch AND NOT CAIRN_WITH_TORCH)
     continue()
   endif()
   string(MAKE_C_IDENTIFIER ${header} stem)

@@ -215,7 +215,9 @@ template <class T> void const* default_of() {
   return &value;
 }
 
+/// A member named after a C++ keyword takes a trailing underscore (`export_`); its key does not.
 inline void add_field(config_ops& ops, std::string_view name, void* (*address)(void*), type_ops const& type) {
+  if (name.size() > 1 && name.back() == '_') name.remove_suffix(1);
   ops.fields.push_back({name, {}, cairn::hint::core, {}, address, &type});
 }
 

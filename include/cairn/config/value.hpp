@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cairn/config/detail/show.hpp>
+#include <cairn/config/detail/type_name.hpp>
 #include <cairn/config/read_context.hpp>
 
 #include <boost/describe/enum.hpp>
@@ -212,7 +213,7 @@ requires std::is_enum_v<E> && boost::describe::has_describe_enumerators<E>::valu
     });
     return out;
   }
-  static std::string type_name() { return "enum"; }
+  static std::string type_name() { return std::string(detail::type_name<E>()); }
   static void schema(boost::json::object& s) {
     s["type"] = "string";
     boost::json::array list;

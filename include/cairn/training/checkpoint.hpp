@@ -1,0 +1,108 @@
+#pragma once
+
+#include <cairn/checkpoint/config.hpp>
+#include <cairn/config/mixin.hpp>
+#include <cairn/training/callback.hpp>
+#include <cairn/training/interval.hpp>
+
+#include <boost/describe/class.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+namespace cairn {
+
+/// What checkpoints and exports share: a schedule, a callback and retention.
+struct checkpoint_base_config : interval_config {
+  callback_config callback;
+  std::optional<std::int64_t> keep;
+  std::optional<std::int64_t> keep_every;
+
+  /// Whether the save at `iteration` is one of the every-`keep_every`-th kept forever. Saves
+  /// are numbered from the first one after iteration 0 (training iterations start at 1).
+  [[nodiscard]] bool kept_forever(std::int64_t iteration) const noexcept {
+    return keep_every && enabled(iteration) && (count(iteration) - count(0)) % *keep_every == 0;
+  }
+
+  /// Which of the saves at `iterations` to delete, oldest first: all but the `keep` newest,
+  /// not counting those kept forever. Unset `keep` deletes nothing.
+  [[nodiscard]] std::vector<std::int64_t> to_delete(std::vector<std::int64_t> iterations) const {
+    std::vector<std::int64_t> candidates;
+    if (!keep) return candidates;
+    std::sort(iterations.begin(), iterations.end());
+    iterations.erase(std::unique(iterations.begin(), iterations.end()), iterations.end());
+    for (auto iteration : iterations)
+      if (!kept_forever(iteration)) candidates.push_back(iteration);
+    auto excess = static_cast<std::ptrdiff_t>(candidates.size()) - static_cast<std::ptrdiff_t>(*keep);
+    candidates.resize(static_cast<std::size_t>(std::max<std::ptrdiff_t>(excess, 0)));
+    return candidates;
+  }
+};
+BOOST_DESCRIBE_STRUCT(checkpoint_base_config, (interval_config), (callback, keep, keep_every))
+
+constexpr auto cairn_fields(checkpoint_base_config const*) {
+  return fields(field(&checkpoint_base_config::callback, "Program run after each completed save.", hint::feature),
+                field(&checkpoint_base_config::keep,
+                      "Saves to keep; older ones are deleted once a new one is complete. Unset keeps all.",
+                      hint::feature, check::positive),
+                field(&checkpoint_base_config::keep_every,
+                      "Keep every n-th save forever, not counted in `keep`. Unset keeps none forever.", hint::feature,
+                      check::positive));
+}
+
+/// Checkpoints for resuming: `<experiment_dir>/checkpoints/<iteration>/`, always the
+/// distributed format with model weights and optimizer state.
+struct checkpoint_config : checkpoint_base_config {
+  checkpoint_config() { keep = 5; }
+
+  /// The save config of the checkpoint at `path`.
+  [[nodiscard]] checkpoint_save_config save_config(std::filesystem::path path) const {
+    checkpoint_save_config save;
+    save.path = std::move(path);
+    save.format = checkpoint_format::distributed;
+    save.model_weights = true;
+    save.optimizer_state = true;
+    return save;
+  }
+};
+BOOST_DESCRIBE_STRUCT(checkpoint_config, (checkpoint_base_config), ())
+
+constexpr auto cairn_fields(checkpoint_config const*) {
+  return fields(
+      update(&checkpoint_config::interval)
+          .description("Iterations between checkpoints. Unset disables checkpoints (a final one is still saved)."),
+      update(&checkpoint_config::keep).description("Checkpoints to keep; older ones are deleted. Unset keeps all."));
+}
+
+/// Exports for keeping or sharing: `<experiment_dir>/export/<iteration>/`, independent of
+/// checkpoints, in any format. The trainer supplies the path.
+struct export_config : checkpoint_base_config,
+                       checkpoint_format_mixin,
+                       checkpoint_state_mixin,
+                       checkpoint_save_options_mixin {
+  /// The full save config of the export at `path`.
+  [[nodiscard]] checkpoint_save_config save_config(std::filesystem::path path) const;
+
+  void validate(validation& v) { detail::check_state_fits_format(format, optimizer_state, v); }
+};
+BOOST_DESCRIBE_STRUCT(export_config,
+                      (checkpoint_base_config, checkpoint_format_mixin, checkpoint_state_mixin,
+                       checkpoint_save_options_mixin),
+                      ())
+
+// Defined after the description: reflection must see export_config as described.
+inline checkpoint_save_config export_config::save_config(std::filesystem::path path) const {
+  checkpoint_save_config save;
+  save.path = std::move(path);
+  return assign_shared_bases(save, *this);
+}
+
+constexpr auto cairn_fields(export_config const*) {
+  return fields(update(&export_config::interval).description("Iterations between exports. Unset disables exports."),
+                update(&export_config::keep).description("Exports to keep; older ones are deleted. Unset keeps all."));
+}
+
+} // namespace cairn
