@@ -5,13 +5,15 @@
 set -euo pipefail
 
 # Boost: Describe and Mp11 (headers) and JSON (library); doctest for the tests; libtorch and
-# Gloo for tensors and CPU collectives; xxHash for checksums.
+# Gloo for tensors and CPU collectives; xxHash for checksums; clang and its runtime for the
+# libFuzzer target.
 packages=(
   g++ cmake ninja-build git
   libboost1.81-dev libboost-json1.81-dev
   doctest-dev
   libtorch-dev libgloo-dev
   libxxhash-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()

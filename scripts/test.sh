@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of cairn: installs dependencies, builds with warnings as errors, runs the
-# unit, compile-fail, header and consumer tests, then builds again with AddressSanitizer and
-# UndefinedBehaviorSanitizer and runs the unit tests there.
+# unit, compile-fail, header and consumer tests, builds again with AddressSanitizer and
+# UndefinedBehaviorSanitizer and runs the unit tests there, then fuzzes the safetensors header
+# parser for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,3 +23,6 @@ cmake --build build-sanitize -j"$jobs"
 echo "== tests under sanitizers"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-sanitize -j"$jobs" --output-on-failure -L unit
+
+echo "== fuzzing the safetensors header parser"
+./scripts/fuzz.sh "${CAIRN_FUZZ_SECONDS:-60}"

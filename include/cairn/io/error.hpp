@@ -1,0 +1,30 @@
+#pragma once
+
+#include <cairn/error.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <utility>
+
+namespace cairn::io {
+
+/// A file that cannot be read, written or trusted. The message names the file.
+class io_error : public error {
+public:
+  io_error(std::filesystem::path path, std::string const& message)
+      : error(path.string() + ": " + message), path_(std::move(path)) {}
+
+  [[nodiscard]] std::filesystem::path const& path() const noexcept { return path_; }
+
+private:
+  std::filesystem::path path_;
+};
+
+/// An io_error for the failed system call `what`, with errno's text.
+inline io_error system_error(std::filesystem::path path, std::string const& what, int code = errno) {
+  return {std::move(path), what + ": " + std::strerror(code)};
+}
+
+} // namespace cairn::io

@@ -1,0 +1,53 @@
+// Index files of sharded checkpoints: round trip, and names that escape the directory.
+#include <cairn/io/index.hpp>
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "temp_dir.hpp"
+
+using namespace cairn::io;
+
+TEST_CASE("an index round-trips") {
+  temp_dir dir;
+  safetensors_index index;
+  index.metadata["total_size"] = 1234;
+  index.weight_map = {{"a/weights", "state_dict_0.safetensors"},
+                      {"b/weights", "state_dict_1.safetensors"},
+                      {"c/weights", "state_dict_1.safetensors"}};
+  write_index(dir / "state_dict.safetensors.index.json", index);
+  auto read = read_index(dir / "state_dict.safetensors.index.json");
+  CHECK(read.metadata.at("total_size") == 1234);
+  CHECK(read.weight_map == index.weight_map);
+  CHECK(read.files() == std::vector<std::string>{"state_dict_0.safetensors", "state_dict_1.safetensors"});
+}
+
+TEST_CASE("file names that escape the checkpoint directory are refused") {
+  CHECK(stays_inside("model-00001-of-00002.safetensors"));
+  CHECK(stays_inside("shards/model.safetensors"));
+  CHECK_FALSE(stays_inside("../model.safetensors"));
+  CHECK_FALSE(stays_inside("shards/../../x"));
+  CHECK_FALSE(stays_inside("/etc/passwd"));
+  CHECK_FALSE(stays_inside(""));
+
+  temp_dir dir;
+  auto path = dir / "model.safetensors.index.json";
+  std::ofstream(path) << R"({"metadata": {}, "weight_map": {"w": "../../secret.safetensors"}})";
+  CHECK_THROWS_WITH_AS(read_index(path),
+                       (path.string() + ": weight_map entry 'w' names '../../secret.safetensors', which is outside "
+                                        "the checkpoint directory")
+                           .c_str(),
+                       io_error);
+}
+
+TEST_CASE("malformed indexes are refused, naming the file") {
+  temp_dir dir;
+  auto path = dir / "i.json";
+  std::ofstream(path) << R"({"weight_map": {"w": 3}})";
+  CHECK_THROWS_WITH_AS(read_index(path), doctest::Contains("weight_map entry 'w' must name a file"), io_error);
+  std::ofstream(path) << R"({"metadata": {}})";
+  CHECK_THROWS_WITH_AS(read_index(path), doctest::Contains("weight_map must be an object"), io_error);
+  std::ofstream(path) << "{";
+  CHECK_THROWS_WITH_AS(read_index(path), doctest::Contains("not valid JSON"), io_error);
+}
