@@ -24,11 +24,14 @@ macro(cairn_find_dependencies)
   endif()
 endmacro()
 
-function(cairn_link_dependencies target)
-  target_link_libraries(${target} INTERFACE Boost::headers Boost::json)
+# `core` gets what every part needs; `full` adds the optional parts on top.
+function(cairn_link_dependencies core full)
+  target_link_libraries(${core} INTERFACE Boost::headers Boost::json)
+  set(target ${full})
   if(CAIRN_WITH_TORCH)
     target_link_libraries(${target} INTERFACE ${TORCH_LIBRARIES})
-    target_compile_definitions(${target} INTERFACE CAIRN_WITH_TORCH=1)
+    # libtorch declares its Gloo process group only under this definition.
+    target_compile_definitions(${target} INTERFACE CAIRN_WITH_TORCH=1 USE_C10D_GLOO=1)
   endif()
   if(CAIRN_WITH_NCCL)
     target_link_libraries(${target} INTERFACE CUDA::cudart ${CAIRN_NCCL_LIBRARY})

@@ -3,7 +3,7 @@ include(CMakePackageConfigHelpers)
 set(CAIRN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/cairn)
 
 install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS cairn EXPORT cairnTargets)
+install(TARGETS cairn_core cairn EXPORT cairnTargets)
 install(EXPORT cairnTargets NAMESPACE cairn:: DESTINATION ${CAIRN_CMAKE_DIR})
 install(FILES cmake/cairnDependencies.cmake DESTINATION ${CAIRN_CMAKE_DIR})
 

@@ -9,15 +9,19 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 
 jobs=${CAIRN_JOBS:-2}
+# The libtorch layers always; the raw NCCL backend where the CUDA toolkit carries NCCL.
+options=(-DCAIRN_WITH_TORCH=ON)
+cuda=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
+if [ -f "$cuda/include/nccl.h" ]; then options+=(-DCAIRN_WITH_NCCL=ON -DCUDAToolkit_ROOT="$cuda"); fi
 
 echo "== build (RelWithDebInfo)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}"
 cmake --build build -j"$jobs"
 echo "== tests"
 ctest --test-dir build -j"$jobs" --output-on-failure
 
 echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer)"
-cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCAIRN_SANITIZE=ON \
+cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCAIRN_SANITIZE=ON "${options[@]}" \
   -DCAIRN_BUILD_EXAMPLES=OFF -DCAIRN_BUILD_BENCH=OFF -DCAIRN_INSTALL=OFF
 cmake --build build-sanitize -j"$jobs"
 echo "== tests under sanitizers"

@@ -3,9 +3,9 @@
 # expected diagnostic.
 function(cairn_compile_fail_test name source expected)
   add_executable(${name}_ok ${source})
-  target_link_libraries(${name}_ok PRIVATE cairn::cairn cairn_warnings)
+  target_link_libraries(${name}_ok PRIVATE cairn::core cairn_warnings)
   add_executable(${name} EXCLUDE_FROM_ALL ${source})
-  target_link_libraries(${name} PRIVATE cairn::cairn cairn_warnings)
+  target_link_libraries(${name} PRIVATE cairn::core cairn_warnings)
   target_compile_definitions(${name} PRIVATE CAIRN_EXPECT_FAILURE)
   add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} --build ${CMAKE_BINARY_DIR} --target ${name})
   set_tests_properties(${name} PROPERTIES LABELS compile-fail PASS_REGULAR_EXPRESSION "${expected}")

@@ -410,7 +410,7 @@ template <class V> type_ops make_type_ops() {
     ops.apply_legacy = &apply_legacy_value<V>;
   }
   ops.kind_at = &kind_at<V>;
-  if constexpr (std::is_enum_v<V>) ops.enum_names = &value_traits<V>::names;
+  if constexpr (requires { value_traits<V>::names(); }) ops.enum_names = &value_traits<V>::names;
   return ops;
 }
 

@@ -1,0 +1,174 @@
+#pragma once
+
+// What a trainer holds of each parameter, and which elements two holdings share. No libtorch:
+// the arithmetic is on element indices, so tools can reason about any checkpoint's layout.
+
+#include <cairn/config/check.hpp>
+#include <cairn/config/field.hpp>
+#include <cairn/config/validation.hpp>
+#include <cairn/config/value.hpp>
+#include <cairn/io/dtype.hpp>
+
+#include <boost/describe/class.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cairn {
+
+/// In JSON a dtype is its safetensors name ("F32", "BF16", …).
+template <> struct value_traits<io::dtype> {
+  static constexpr bool textual = true;
+  static void read(boost::json::value const& j, io::dtype& v, read_context& ctx) {
+    auto parsed = j.is_string() ? io::parse_dtype(std::string_view(j.get_string())) : std::nullopt;
+    if (parsed)
+      v = *parsed;
+    else
+      ctx.error("expected a dtype such as \"F32\" or \"BF16\", got " + detail::describe_json(j));
+  }
+  static boost::json::value write(io::dtype v) { return boost::json::string(io::name(v)); }
+  static std::string type_name() { return "dtype"; }
+  static void schema(boost::json::object& s) {
+    s["type"] = "string";
+    boost::json::array names;
+    for (auto t : io::all_dtypes) names.emplace_back(io::name(t));
+    s["enum"] = std::move(names);
+  }
+};
+
+/// A contiguous range [begin, end) of a box's elements in row-major order.
+struct flat_range {
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  friend bool operator==(flat_range const&, flat_range const&) = default;
+};
+BOOST_DESCRIBE_STRUCT(flat_range, (), (begin, end))
+
+/// The part of a parameter one rank holds: a box of the global tensor (an offset and a length
+/// per dimension), and optionally only a flat range of the box's elements, as in ZeRO/FSDP
+/// flat sharding. The rank's buffer holds exactly these elements, densely, in order.
+struct shard_layout {
+  std::vector<std::uint64_t> offsets;
+  std::vector<std::uint64_t> lengths;
+  std::optional<flat_range> flat;
+
+  /// Elements of the box.
+  [[nodiscard]] std::uint64_t box_numel() const noexcept {
+    std::uint64_t n = 1;
+    for (auto l : lengths) n *= l;
+    return n;
+  }
+  /// Elements this rank holds.
+  [[nodiscard]] std::uint64_t numel() const noexcept { return flat ? flat->end - flat->begin : box_numel(); }
+
+  /// The whole of a tensor of `shape`.
+  static shard_layout whole(std::vector<std::uint64_t> const& shape) {
+    return {std::vector<std::uint64_t>(shape.size(), 0), shape, std::nullopt};
+  }
+
+  /// Why this is not a valid shard of a tensor of `shape`, or nothing.
+  [[nodiscard]] std::optional<std::string> problem(std::vector<std::uint64_t> const& shape) const {
+    if (offsets.size() != shape.size() || lengths.size() != shape.size())
+      return "a shard of rank " + std::to_string(lengths.size()) + " for a tensor of rank " +
+             std::to_string(shape.size());
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if (offsets[d] > shape[d] || lengths[d] > shape[d] - offsets[d])
+        return "the shard exceeds the tensor in dimension " + std::to_string(d);
+    if (flat && (flat->begin > flat->end || flat->end > box_numel()))
+      return "the flat range [" + std::to_string(flat->begin) + ", " + std::to_string(flat->end) +
+             ") exceeds the box of " + std::to_string(box_numel()) + " elements";
+    return std::nullopt;
+  }
+  friend bool operator==(shard_layout const&, shard_layout const&) = default;
+};
+BOOST_DESCRIBE_STRUCT(shard_layout, (), (offsets, lengths, flat))
+
+/// One parameter as one rank holds it.
+struct parameter_layout {
+  std::string name;
+  std::vector<std::uint64_t> shape; ///< the global shape
+  io::dtype dtype = io::dtype::F32;
+  bool replicated = false; ///< every rank holds the same values: only one writes them
+  shard_layout shard;
+  friend bool operator==(parameter_layout const&, parameter_layout const&) = default;
+};
+BOOST_DESCRIBE_STRUCT(parameter_layout, (), (name, shape, dtype, replicated, shard))
+
+/// Everything one rank holds.
+struct rank_layout {
+  std::vector<parameter_layout> parameters;
+
+  [[nodiscard]] parameter_layout const* find(std::string_view name) const noexcept {
+    for (auto const& p : parameters)
+      if (p.name == name) return &p;
+    return nullptr;
+  }
+  friend bool operator==(rank_layout const&, rank_layout const&) = default;
+};
+BOOST_DESCRIBE_STRUCT(rank_layout, (), (parameters))
+
+/// A run of elements shared by two shards: `length` elements at `source` in the first shard's
+/// buffer and at `target` in the second's.
+struct copy_run {
+  std::uint64_t source = 0;
+  std::uint64_t target = 0;
+  std::uint64_t length = 0;
+  friend bool operator==(copy_run const&, copy_run const&) = default;
+};
+
+/// The elements two shards of a tensor of `shape` share, as runs over their buffers, in order;
+/// adjacent runs are merged. Copying every run moves exactly the overlap, once.
+inline std::vector<copy_run> overlap(std::vector<std::uint64_t> const& shape, shard_layout const& source,
+                                     shard_layout const& target) {
+  auto rank = shape.size();
+  std::vector<std::uint64_t> low(rank), length(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    low[d] = std::max(source.offsets[d], target.offsets[d]);
+    auto high = std::min(source.offsets[d] + source.lengths[d], target.offsets[d] + target.lengths[d]);
+    if (high <= low[d]) return {};
+    length[d] = high - low[d];
+  }
+  auto local = [&](shard_layout const& s, std::vector<std::uint64_t> const& index) {
+    std::uint64_t linear = 0;
+    for (std::size_t d = 0; d < rank; ++d) linear = linear * s.lengths[d] + (index[d] - s.offsets[d]);
+    return linear;
+  };
+  auto range = [](shard_layout const& s) { return s.flat.value_or(flat_range{0, s.box_numel()}); };
+  auto source_range = range(source), target_range = range(target);
+
+  std::vector<copy_run> runs;
+  std::uint64_t run_length = rank ? length[rank - 1] : 1;
+  std::vector<std::uint64_t> index(low);
+  for (;;) {
+    auto s = local(source, index), t = local(target, index);
+    // Elements k of this row lie in both flat ranges when s + k and t + k do.
+    std::uint64_t first = 0, last = run_length;
+    auto clip = [&](std::uint64_t at, flat_range r) {
+      first = std::max(first, r.begin > at ? r.begin - at : 0);
+      last = std::min(last, r.end > at ? r.end - at : 0);
+    };
+    clip(s, source_range);
+    clip(t, target_range);
+    if (first < last) {
+      copy_run run{s + first - source_range.begin, t + first - target_range.begin, last - first};
+      if (!runs.empty() && runs.back().source + runs.back().length == run.source &&
+          runs.back().target + runs.back().length == run.target)
+        runs.back().length += run.length;
+      else
+        runs.push_back(run);
+    }
+    // Next row: every dimension but the last.
+    std::size_t d = rank > 0 ? rank - 1 : 0;
+    while (d-- > 0) {
+      if (++index[d] < low[d] + length[d]) break;
+      index[d] = low[d];
+    }
+    if (d == static_cast<std::size_t>(-1)) break;
+  }
+  return runs;
+}
+
+} // namespace cairn

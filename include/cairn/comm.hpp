@@ -1,0 +1,12 @@
+#pragma once
+// cairn: requires libtorch
+
+/// cairn's communication layer: the communicator concept and its backends. The raw NCCL
+/// backend is in cairn/comm/nccl.hpp, behind CAIRN_WITH_NCCL.
+
+#include <cairn/comm/c10d.hpp>
+#include <cairn/comm/communicator.hpp>
+#include <cairn/comm/environment.hpp>
+#include <cairn/comm/gloo.hpp>
+#include <cairn/comm/single_process.hpp>
+#include <cairn/comm/strings.hpp>

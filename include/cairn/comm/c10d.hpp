@@ -1,0 +1,79 @@
+#pragma once
+// cairn: requires libtorch
+
+#include <cairn/comm/communicator.hpp>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace cairn::comm {
+
+/// A communicator over a libtorch c10d process group (or backend): ProcessGroupGloo on CPU,
+/// ProcessGroupNCCL on GPU, or any other. Works with libtorch 1.13 and 2.x.
+template <class Group> class c10d_communicator {
+public:
+  explicit c10d_communicator(c10::intrusive_ptr<Group> group, c10::Device device = c10::Device(c10::kCPU))
+      : group_(std::move(group)), device_(device) {}
+
+  [[nodiscard]] c10::Device device() const noexcept { return device_; }
+  [[nodiscard]] int rank() const { return group_->getRank(); }
+  [[nodiscard]] int size() const { return group_->getSize(); }
+  [[nodiscard]] Group& group() const noexcept { return *group_; }
+
+  void barrier() { group_->barrier(c10d::BarrierOptions())->wait(); }
+
+  void broadcast(at::Tensor& tensor, int root) {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    group_->broadcast(tensors, options)->wait();
+  }
+
+  void all_reduce(at::Tensor& tensor, reduce_op op) {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions options;
+    options.reduceOp = op == reduce_op::sum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
+    group_->allreduce(tensors, options)->wait();
+  }
+
+  /// Every rank's tensor, flattened, in rank order; sizes may differ between ranks.
+  [[nodiscard]] std::vector<at::Tensor> all_gather(at::Tensor const& tensor) {
+    auto flat = tensor.reshape({-1}).contiguous();
+    std::vector<at::Tensor> sizes =
+        gather_equal(at::full({1}, flat.numel(), at::TensorOptions().dtype(at::kLong).device(device_)));
+    std::vector<std::int64_t> counts;
+    for (at::Tensor const& s : sizes) counts.push_back(s.to(c10::Device(c10::kCPU)).item<std::int64_t>());
+    auto longest = *std::max_element(counts.begin(), counts.end());
+    at::Tensor padded = flat;
+    if (flat.numel() != longest) {
+      padded = at::zeros({longest}, flat.options());
+      padded.narrow(0, 0, flat.numel()).copy_(flat);
+    }
+    std::vector<at::Tensor> gathered = gather_equal(padded);
+    for (std::size_t r = 0; r < gathered.size(); ++r) gathered[r] = gathered[r].narrow(0, 0, counts[r]);
+    return gathered;
+  }
+
+private:
+  std::vector<at::Tensor> gather_equal(at::Tensor const& tensor) {
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int r = 0; r < size(); ++r) outputs[0].push_back(at::empty_like(tensor));
+    std::vector<at::Tensor> inputs{tensor};
+    group_->allgather(outputs, inputs, c10d::AllgatherOptions())->wait();
+    return std::move(outputs[0]);
+  }
+
+  c10::intrusive_ptr<Group> group_;
+  c10::Device device_;
+};
+
+} // namespace cairn::comm

@@ -1,0 +1,31 @@
+#pragma once
+// cairn: requires libtorch
+
+#include <cairn/comm/communicator.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace cairn::comm {
+
+/// A world of one process: every collective is trivial.
+class single_process {
+public:
+  explicit single_process(c10::Device device = c10::Device(c10::kCPU)) : device_(device) {}
+
+  [[nodiscard]] c10::Device device() const noexcept { return device_; }
+  [[nodiscard]] int rank() const noexcept { return 0; }
+  [[nodiscard]] int size() const noexcept { return 1; }
+  void barrier() {}
+  void broadcast(at::Tensor&, int) {}
+  void all_reduce(at::Tensor&, reduce_op) {}
+  [[nodiscard]] std::vector<at::Tensor> all_gather(at::Tensor const& tensor) { return {tensor.reshape({-1}).clone()}; }
+
+private:
+  c10::Device device_;
+};
+
+static_assert(communicator<single_process>);
+
+} // namespace cairn::comm

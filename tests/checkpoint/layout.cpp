@@ -1,0 +1,150 @@
+// Shard layouts and their overlaps: random layouts of random shapes over 1-8 ranks cover every
+// element exactly once, and resharding between any two moves every element to its place.
+#include <cairn/checkpoint/layout.hpp>
+#include <cairn/config.hpp>
+
+#include <doctest/doctest.h>
+
+#include <numeric>
+#include <random>
+#include <vector>
+
+using cairn::shard_layout;
+
+namespace {
+
+using shape_t = std::vector<std::uint64_t>;
+
+/// `count` nearly equal parts of [0, total): some may be empty.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> split(std::uint64_t total, std::uint64_t count) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> parts;
+  for (std::uint64_t i = 0; i < count; ++i) parts.emplace_back(total * i / count, total * (i + 1) / count);
+  return parts;
+}
+
+/// A random sharding of `shape` over 1-8 ranks: along a dimension, flat over the whole tensor,
+/// or both (flat halves of boxes along a dimension).
+std::vector<shard_layout> random_layout(shape_t const& shape, std::mt19937_64& random) {
+  auto ranks = 1 + random() % 8;
+  auto scheme = random() % 3;
+  std::vector<shard_layout> shards;
+  if (scheme == 1 || shape.empty()) {
+    auto whole = shard_layout::whole(shape);
+    for (auto [b, e] : split(whole.box_numel(), ranks)) {
+      auto s = whole;
+      s.flat = cairn::flat_range{b, e};
+      shards.push_back(s);
+    }
+    return shards;
+  }
+  auto dim = random() % shape.size();
+  auto boxes = scheme == 0 ? ranks : (ranks + 1) / 2;
+  for (auto [b, e] : split(shape[dim], boxes)) {
+    auto s = shard_layout::whole(shape);
+    s.offsets[dim] = b;
+    s.lengths[dim] = e - b;
+    if (scheme == 0) {
+      shards.push_back(s);
+      continue;
+    }
+    for (auto [fb, fe] : split(s.box_numel(), 2)) {
+      auto half = s;
+      half.flat = cairn::flat_range{fb, fe};
+      shards.push_back(half);
+    }
+  }
+  return shards;
+}
+
+shape_t random_shape(std::mt19937_64& random) {
+  shape_t shape(random() % 4);
+  for (auto& d : shape) d = 1 + random() % 7;
+  return shape;
+}
+
+std::uint64_t numel(shape_t const& shape) {
+  return std::accumulate(shape.begin(), shape.end(), std::uint64_t{1}, std::multiplies<>());
+}
+
+void copy(std::vector<std::int64_t> const& from, std::vector<std::int64_t>& to,
+          std::vector<cairn::copy_run> const& runs) {
+  for (auto const& r : runs)
+    for (std::uint64_t k = 0; k < r.length; ++k) to[r.target + k] = from[r.source + k];
+}
+
+} // namespace
+
+TEST_CASE("random layouts cover every element exactly once") {
+  std::mt19937_64 random(1);
+  for (int trial = 0; trial < 400; ++trial) {
+    auto shape = random_shape(random);
+    auto whole = shard_layout::whole(shape);
+    std::vector<int> count(numel(shape), 0);
+    std::uint64_t held = 0;
+    for (auto const& shard : random_layout(shape, random)) {
+      REQUIRE_FALSE(shard.problem(shape).has_value());
+      held += shard.numel();
+      for (auto const& run : cairn::overlap(shape, shard, whole))
+        for (std::uint64_t k = 0; k < run.length; ++k) ++count[run.target + k];
+    }
+    CHECK(held == numel(shape));
+    for (auto c : count) REQUIRE(c == 1);
+  }
+}
+
+TEST_CASE("resharding between two random layouts puts every element in its place") {
+  std::mt19937_64 random(2);
+  for (int trial = 0; trial < 400; ++trial) {
+    auto shape = random_shape(random);
+    auto whole = shard_layout::whole(shape);
+    std::vector<std::int64_t> global(numel(shape));
+    std::iota(global.begin(), global.end(), 100);
+    auto from = random_layout(shape, random), to = random_layout(shape, random);
+    std::vector<std::vector<std::int64_t>> saved;
+    for (auto const& s : from) {
+      saved.emplace_back(s.numel(), -1);
+      copy(global, saved.back(), cairn::overlap(shape, whole, s));
+    }
+    std::vector<std::int64_t> rebuilt(global.size(), -1);
+    for (auto const& t : to) {
+      std::vector<std::int64_t> live(t.numel(), -1);
+      for (std::size_t i = 0; i < from.size(); ++i) copy(saved[i], live, cairn::overlap(shape, from[i], t));
+      REQUIRE(std::find(live.begin(), live.end(), -1) == live.end()); // every element loaded
+      copy(live, rebuilt, cairn::overlap(shape, t, whole));
+    }
+    REQUIRE(rebuilt == global);
+  }
+}
+
+TEST_CASE("overlap of two boxes, in runs over their buffers") {
+  shape_t shape{4, 6};
+  shard_layout left{{0, 0}, {4, 3}, {}}, right{{0, 2}, {4, 4}, {}};
+  // Column 2 is shared: one element per row.
+  CHECK(cairn::overlap(shape, left, right) ==
+        std::vector<cairn::copy_run>{{2, 0, 1}, {5, 4, 1}, {8, 8, 1}, {11, 12, 1}});
+  // Rows 1-2 of a row split against the whole: one merged run.
+  shard_layout rows{{1, 0}, {2, 6}, {}};
+  CHECK(cairn::overlap(shape, rows, shard_layout::whole(shape)) == std::vector<cairn::copy_run>{{0, 6, 12}});
+  shard_layout elsewhere{{0, 4}, {4, 2}, {}};
+  CHECK(cairn::overlap(shape, left, elsewhere).empty());
+}
+
+TEST_CASE("invalid shards say why") {
+  shape_t shape{4, 6};
+  CHECK(shard_layout{{0}, {4}, {}}.problem(shape) == "a shard of rank 1 for a tensor of rank 2");
+  CHECK(shard_layout{{2, 0}, {3, 6}, {}}.problem(shape) == "the shard exceeds the tensor in dimension 0");
+  CHECK(shard_layout{{0, 0}, {4, 6}, cairn::flat_range{10, 30}}.problem(shape) ==
+        "the flat range [10, 30) exceeds the box of 24 elements");
+}
+
+TEST_CASE("layouts serialise to JSON through the config core") {
+  cairn::rank_layout layout{{{"embedding", {100, 8}, cairn::io::dtype::BF16, false, {{50, 0}, {50, 8}, {}}},
+                             {"norm", {8}, cairn::io::dtype::F32, true, {{0}, {8}, cairn::flat_range{0, 4}}}}};
+  auto json = cairn::to_json(layout);
+  CHECK(json.at("parameters").at(0).at("dtype") == "BF16");
+  CHECK(json.at("parameters").at(1).at("shard").at("flat") == boost::json::object{{"begin", 0}, {"end", 4}});
+  CHECK(cairn::parse<cairn::rank_layout>(json) == layout);
+  CHECK_THROWS_WITH_AS(cairn::parse<cairn::rank_layout>(cairn::parse_json(R"({"parameters": [{"dtype": "F33"}]})")),
+                       doctest::Contains("parameters[0].dtype: expected a dtype such as \"F32\" or \"BF16\""),
+                       cairn::config_error);
+}

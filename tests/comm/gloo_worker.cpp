@@ -1,0 +1,97 @@
+// One rank of the multi-process Gloo tests, started by `cairn launch -n N`. Checks every
+// collective against values computed locally; exits non-zero on the first mismatch.
+//
+//     comm_gloo_worker            all collectives
+//     comm_gloo_worker die        rank 1 leaves; the others must fail within a bounded time
+#include <cairn/comm.hpp>
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+int failures = 0;
+
+void expect(bool ok, char const* what, int rank) {
+  if (!ok) {
+    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what);
+    ++failures;
+  }
+}
+
+int collectives() {
+  auto comm = cairn::comm::gloo_from_environment(std::chrono::seconds(30));
+  static_assert(cairn::comm::communicator<decltype(comm)>);
+  int rank = comm.rank(), size = comm.size();
+  comm.barrier();
+
+  for (int root = 0; root < size; ++root) {
+    auto t = rank == root ? at::arange(5, at::kFloat) + root : at::zeros({5});
+    comm.broadcast(t, root);
+    expect(t.equal(at::arange(5, at::kFloat) + root), "broadcast", rank);
+  }
+
+  auto sum = at::full({3}, double(rank + 1), at::kDouble);
+  comm.all_reduce(sum, cairn::comm::reduce_op::sum);
+  expect(sum.equal(at::full({3}, double(size * (size + 1) / 2), at::kDouble)), "all_reduce sum", rank);
+  auto max = at::full({2}, std::int64_t(rank * 10), at::kLong);
+  comm.all_reduce(max, cairn::comm::reduce_op::max);
+  expect(max.equal(at::full({2}, std::int64_t((size - 1) * 10), at::kLong)), "all_reduce max", rank);
+
+  auto equal = comm.all_gather(at::full({2, 2}, float(rank)));
+  expect(int(equal.size()) == size, "all_gather count", rank);
+  for (int r = 0; r < size; ++r) expect(equal[r].equal(at::full({4}, float(r))), "all_gather equal sizes", rank);
+
+  // Rank r contributes r + 1 elements (rank 0 one, …), and an empty tensor from the last rank.
+  auto mine = rank == size - 1 ? at::empty({0}, at::kInt) : at::full({rank + 1}, rank, at::kInt);
+  auto unequal = comm.all_gather(mine);
+  for (int r = 0; r < size; ++r) {
+    auto expected = r == size - 1 ? at::empty({0}, at::kInt) : at::full({r + 1}, r, at::kInt);
+    expect(unequal[r].equal(expected), "all_gather unequal sizes", rank);
+  }
+
+  auto strings = cairn::comm::all_gather_strings(comm, "rank-" + std::to_string(rank) + (rank % 2 ? "-odd" : ""));
+  for (int r = 0; r < size; ++r)
+    expect(strings[r] == "rank-" + std::to_string(r) + (r % 2 ? "-odd" : ""), "all_gather_strings", rank);
+  expect(cairn::comm::broadcast_string(comm, rank == 0 ? "/exp/checkpoints/100" : "") == "/exp/checkpoints/100",
+         "broadcast_string", rank);
+  comm.barrier();
+  if (failures == 0) std::printf("rank %d of %d: all collectives agree\n", rank, size);
+  return failures == 0 ? 0 : 1;
+}
+
+int rank_dies() {
+  auto comm = cairn::comm::gloo_from_environment(std::chrono::seconds(20));
+  comm.barrier();
+  if (comm.rank() == 1) {
+    std::printf("rank 1 leaves\n");
+    std::_Exit(0);
+  }
+  auto start = std::chrono::steady_clock::now();
+  try {
+    auto t = at::ones({4});
+    comm.all_reduce(t, cairn::comm::reduce_op::sum);
+  } catch (std::exception const& e) {
+    auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("rank %d: the collective failed after %.1f s: %s\n", comm.rank(), seconds,
+                std::string(e.what()).substr(0, 120).c_str());
+    return seconds < 25 ? 0 : 1;
+  }
+  std::fprintf(stderr, "rank %d: the collective succeeded without rank 1\n", comm.rank());
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return argc > 1 && std::string(argv[1]) == "die" ? rank_dies() : collectives();
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

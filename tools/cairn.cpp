@@ -1,0 +1,179 @@
+// build/bin/cairn: inspect and verify checkpoint files, launch local distributed runs.
+#include <cairn/io.hpp>
+
+#include <boost/json/serialize.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "launch.hpp"
+
+namespace {
+
+constexpr char const* usage = R"(usage: cairn COMMAND ...
+
+commands:
+  inspect PATH              format, metadata and every tensor (name, dtype, shape, bytes) of a
+                            .safetensors file or a directory of them, with totals
+  verify PATH               exit 0 if every file is complete and intact (checksums, indexes),
+                            else non-zero naming each problem
+  launch -n N [--port P] -- PROGRAM ARGS...
+                            run N local processes with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR
+                            and MASTER_PORT set; output prefixed with the rank; signals forwarded;
+                            all stopped when one fails
+)";
+
+int usage_error(std::string const& message) {
+  std::fprintf(stderr, "cairn: %s\n\n%s", message.c_str(), usage);
+  return 2;
+}
+
+std::vector<std::filesystem::path> safetensors_files(std::filesystem::path const& path) {
+  if (!std::filesystem::is_directory(path)) return {path};
+  std::vector<std::filesystem::path> files;
+  for (auto const& entry : std::filesystem::directory_iterator(path))
+    if (entry.path().extension() == ".safetensors") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string shape_text(std::vector<std::uint64_t> const& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+int inspect(std::filesystem::path const& path) {
+  if (!std::filesystem::exists(path)) {
+    std::fprintf(stderr, "cairn inspect: %s: no such file or directory\n", path.c_str());
+    return 1;
+  }
+  std::uint64_t tensors = 0, elements = 0, bytes = 0;
+  auto files = safetensors_files(path);
+  for (auto const& file_path : files) {
+    cairn::io::safetensors_file file(file_path);
+    std::printf("%s\n", file_path.c_str());
+    for (auto const& [key, value] : file.metadata())
+      if (!key.starts_with("cairn.xxh3:")) std::printf("  metadata %s = %s\n", key.c_str(), value.c_str());
+    std::printf("  checksums: %s\n", file.has_checksums() ? "recorded" : "none");
+    for (auto const& t : file.tensors()) {
+      std::printf("  %-40s %-7s %-20s %12llu bytes\n", t.name.c_str(), std::string(cairn::io::name(t.dtype)).c_str(),
+                  shape_text(t.shape).c_str(), static_cast<unsigned long long>(t.byte_size()));
+      ++tensors;
+      elements += t.numel();
+      bytes += t.byte_size();
+    }
+  }
+  std::printf("total: %zu files, %llu tensors, %llu elements, %llu bytes\n", files.size(),
+              static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(elements),
+              static_cast<unsigned long long>(bytes));
+  return 0;
+}
+
+int verify(std::filesystem::path const& path) {
+  std::vector<std::string> problems;
+  if (!std::filesystem::exists(path)) problems.push_back(path.string() + ": no such file or directory");
+  std::size_t checked = 0;
+  if (problems.empty()) {
+    for (auto const& file_path : safetensors_files(path)) {
+      try {
+        cairn::io::safetensors_file file(file_path);
+        if (!file.has_checksums()) problems.push_back(file_path.string() + ": no checksums recorded");
+        for (auto const& t : file.tensors()) {
+          try {
+            if (file.metadata().contains(cairn::io::checksum_key(t.name))) file.verify(t);
+          } catch (cairn::error const& e) {
+            problems.emplace_back(e.what());
+          }
+        }
+        ++checked;
+      } catch (cairn::error const& e) {
+        problems.emplace_back(e.what());
+      }
+    }
+    if (std::filesystem::is_directory(path)) {
+      for (auto const& entry : std::filesystem::directory_iterator(path)) {
+        if (!entry.path().string().ends_with(".safetensors.index.json")) continue;
+        try {
+          auto index = cairn::io::read_index(entry.path());
+          for (auto const& [tensor, file_name] : index.weight_map) {
+            auto file_path = path / file_name;
+            if (!std::filesystem::exists(file_path)) {
+              problems.push_back(entry.path().string() + ": '" + tensor + "' is in " + file_name +
+                                 ", which is missing");
+              continue;
+            }
+            try {
+              if (!cairn::io::safetensors_file(file_path).find(tensor))
+                problems.push_back(entry.path().string() + ": '" + tensor + "' is not in " + file_name);
+            } catch (cairn::error const&) {
+              // the file's own problem is reported above
+            }
+          }
+        } catch (cairn::error const& e) {
+          problems.emplace_back(e.what());
+        }
+      }
+    }
+  }
+  for (auto const& p : problems) std::fprintf(stderr, "cairn verify: %s\n", p.c_str());
+  if (!problems.empty()) return 1;
+  std::printf("%s: ok (%zu files)\n", path.c_str(), checked);
+  return 0;
+}
+
+int launch(std::vector<std::string> const& args) {
+  cairn::tool::launch_options options;
+  std::size_t i = 0;
+  for (; i < args.size() && args[i] != "--"; ++i) {
+    auto value = [&]() -> int {
+      if (i + 1 >= args.size()) throw cairn::error(args[i] + " needs a value");
+      auto text = args[++i];
+      try {
+        std::size_t used = 0;
+        int v = std::stoi(text, &used);
+        if (used == text.size() && v > 0) return v;
+      } catch (std::exception const&) {
+      }
+      throw cairn::error(args[i - 1] + " needs a positive integer, got '" + text + "'");
+    };
+    if (args[i] == "-n" || args[i] == "--nproc")
+      options.processes = value();
+    else if (args[i] == "--port")
+      options.port = value();
+    else
+      throw cairn::error("unknown option '" + args[i] + "' for launch");
+  }
+  if (options.processes == 0) throw cairn::error("launch needs -n N");
+  if (i >= args.size() || i + 1 >= args.size()) throw cairn::error("launch needs -- PROGRAM ARGS...");
+  options.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+  return cairn::tool::launch(options);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return usage_error("no command given");
+  auto command = args[0];
+  args.erase(args.begin());
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  try {
+    if (command == "launch") return launch(args);
+    if (command == "inspect" || command == "verify") {
+      if (args.size() != 1) return usage_error(command + " takes exactly one PATH");
+      return command == "inspect" ? inspect(args[0]) : verify(args[0]);
+    }
+  } catch (cairn::error const& e) {
+    if (command == "launch" && std::string(e.what()).find("cannot start") == std::string::npos)
+      return usage_error(e.what());
+    std::fprintf(stderr, "cairn %s: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+  return usage_error("unknown command '" + command + "'");
+}
