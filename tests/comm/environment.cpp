@@ -45,8 +45,8 @@ TEST_CASE("a missing or malformed variable is named") {
   set_all("0", "2", nullptr, "1");
   CHECK_THROWS_WITH_AS(cairn::comm::read_environment(), doctest::Contains("MASTER_ADDR is not set"), cairn::error);
   set_all("2", "2", "h", "1");
-  CHECK_THROWS_WITH_AS(cairn::comm::read_environment(),
-                       "environment variable RANK=2 must be an integer in [0, 1]", cairn::error);
+  CHECK_THROWS_WITH_AS(cairn::comm::read_environment(), "environment variable RANK=2 must be an integer in [0, 1]",
+                       cairn::error);
   set_all("0", "two", "h", "1");
   CHECK_THROWS_WITH_AS(cairn::comm::read_environment(), doctest::Contains("WORLD_SIZE=two must be an integer"),
                        cairn::error);
