@@ -141,7 +141,7 @@ template <class T> auto declared_fields() {
   if constexpr (requires { cairn_fields(static_cast<T const*>(nullptr)); })
     return cairn_fields(static_cast<T const*>(nullptr));
   else
-    return std::tuple<>{};
+    return pack<>();
 }
 
 /// The field list of T, with static storage so that checks can be pointed to.
@@ -156,17 +156,10 @@ inline field_info* field_at(config_ops& ops, void const* object, void const* add
   return nullptr;
 }
 
-inline void set_checks(field_info& info, erased_check const* checks, std::size_t count) {
-  info.checks.assign(checks, checks + count);
-}
-
 template <class V, class Checks> void set_checks(field_info& info, Checks const& checks) {
-  std::apply(
-      [&](auto const&... c) {
-        erased_check const erased[] = {erase_check<V>(c)..., {}};
-        set_checks(info, erased, sizeof...(c));
-      },
-      checks);
+  info.checks.clear();
+  info.checks.reserve(Checks::size);
+  checks.for_each([&](auto const& c) { info.checks.push_back(erase_check<V>(c)); });
 }
 
 /// Applies one entry of a `cairn_fields` list (a definition or an update) to the field it names.
@@ -191,7 +184,7 @@ template <class T, class Entry> void apply_entry(config_ops& ops, T const& objec
 /// The entries of T's bases first, then T's own: definitions, then updates down the hierarchy.
 template <class T, class Object> void apply_entries(config_ops& ops, Object const& object) {
   boost::mp11::mp_for_each<bases_of<T>>([&](auto base) { apply_entries<typename decltype(base)::type>(ops, object); });
-  std::apply([&](auto const&... entry) { (apply_entry<Object>(ops, object, entry), ...); }, field_list<T>());
+  field_list<T>().for_each([&](auto const& entry) { apply_entry<Object>(ops, object, entry); });
 }
 
 template <class T, class D> void* member_address(void* object) { return &(static_cast<T*>(object)->*D::pointer); }
