@@ -1,0 +1,198 @@
+#pragma once
+// cairn: requires libtorch
+
+// The distributed format: every rank writes its own shards to rank_<r>.safetensors and rank 0
+// writes metadata.json with every rank's layout. Loading with the saving layout reads each
+// rank's own file; any other layout copies exactly the overlaps out of the saved files.
+
+#include <cairn/checkpoint/config.hpp>
+#include <cairn/checkpoint/detail/transfer.hpp>
+#include <cairn/checkpoint/metadata.hpp>
+#include <cairn/checkpoint/state.hpp>
+#include <cairn/comm/strings.hpp>
+#include <cairn/config/json.hpp>
+#include <cairn/io/safetensors.hpp>
+#include <cairn/io/safetensors_writer.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cairn::formats {
+
+/// Files of the distributed format.
+inline std::filesystem::path rank_file(std::filesystem::path const& dir, int rank) {
+  return dir / ("rank_" + std::to_string(rank) + ".safetensors");
+}
+inline std::filesystem::path metadata_file(std::filesystem::path const& dir) { return dir / "metadata.json"; }
+
+struct distributed {
+  static constexpr checkpoint_format format = checkpoint_format::distributed;
+
+  template <class Comm> static void save(model_state const& state, Comm& comm, checkpoint_save_config const& config,
+                                         boost::json::value const& program_config,
+                                         boost::json::value const& user_metadata) {
+    state.check();
+    auto shards = detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state);
+    std::filesystem::create_directories(config.path);
+    std::vector<at::Tensor> keep_alive; // CPU copies stay valid until the file is written
+    io::safetensors_writer writer(rank_file(config.path, comm.rank()));
+    writer.set_metadata("format", "cairn.distributed");
+    writer.set_metadata("rank", std::to_string(comm.rank()));
+    for (auto const& p : state.parameters) {
+      if (p.layout.replicated && comm.rank() != 0) continue;
+      for (auto i : shards) {
+        auto cpu = p.shards[i].to(c10::Device(c10::kCPU)).contiguous();
+        keep_alive.push_back(cpu);
+        std::optional<io::dtype> stored;
+        if (config.data_type && io::is_floating(p.layout.dtype)) stored = stored_type(*config.data_type);
+        writer.add(detail::tensor_name(p.layout.name, state.shard_names[i]), p.layout.dtype, {p.layout.shard.numel()},
+                   tensor_bytes(cpu), stored);
+      }
+    }
+    writer.write();
+
+    auto layouts = comm::all_gather_strings(comm, detail::compact(to_json(state.layout())));
+    if (comm.rank() == 0) {
+      checkpoint_metadata metadata;
+      metadata.format = format;
+      for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
+      for (auto const& text : layouts) {
+        auto layout = parse<rank_layout>(parse_json(text));
+        if (config.data_type)
+          for (auto& p : layout.parameters)
+            if (io::is_floating(p.dtype)) p.dtype = stored_type(*config.data_type);
+        metadata.ranks.push_back(std::move(layout));
+      }
+      metadata.config = program_config;
+      metadata.metadata = user_metadata;
+      auto text = detail::pretty(to_json(metadata));
+      io::write_file_atomically(metadata_file(config.path), std::as_bytes(std::span(text)));
+    }
+    comm.barrier();
+  }
+
+  template <class Comm>
+  static checkpoint_metadata load(model_state& state, Comm& comm, checkpoint_load_config const& config) {
+    state.check();
+    auto metadata = read_checkpoint_metadata(metadata_file(config.path));
+    detail::load_report report;
+    auto shards = requested(state, metadata, config, report);
+    bool same_layout = static_cast<int>(metadata.ranks.size()) == comm.size() &&
+                       metadata.ranks[static_cast<std::size_t>(comm.rank())] == state.layout();
+    auto agreed = at::full({1}, same_layout ? 0 : 1, at::TensorOptions().dtype(at::kInt).device(comm.device()));
+    comm.all_reduce(agreed, comm::reduce_op::max);
+    bool fast = agreed.to(c10::Device(c10::kCPU)).template item<int>() == 0;
+
+    std::map<int, std::unique_ptr<io::safetensors_file>> files;
+    auto file = [&](int rank) -> io::safetensors_file& {
+      auto& slot = files[rank];
+      if (!slot) slot = std::make_unique<io::safetensors_file>(rank_file(config.path, rank));
+      return *slot;
+    };
+    for (auto& p : state.parameters) {
+      bool found = false;
+      for (auto const& r : metadata.ranks) found = found || r.find(p.layout.name);
+      if (!found) {
+        report.add(p.layout.name, "missing from the checkpoint");
+        continue;
+      }
+      for (auto [live_index, saved_name] : shards) {
+        auto path = detail::tensor_name(p.layout.name, saved_name);
+        std::vector<detail::load_source> sources;
+        bool mismatch = false;
+        for (int r = 0; r < static_cast<int>(metadata.ranks.size()) && !mismatch; ++r) {
+          auto const* saved = metadata.ranks[static_cast<std::size_t>(r)].find(p.layout.name);
+          // Replicated parameters are in rank 0's file only; with the saving layout, each rank
+          // reads nothing but its own file.
+          if (!saved || (saved->replicated ? r != 0 : fast && r != comm.rank())) continue;
+          if (saved->shape != p.layout.shape) {
+            report.add(path, "has shape " + shape_text(saved->shape) + " in the checkpoint, " +
+                                 shape_text(p.layout.shape) + " here");
+            mismatch = true;
+            break;
+          }
+          try {
+            auto& f = file(r);
+            auto const& tensor = f.at(path);
+            if (f.metadata().contains(io::checksum_key(tensor.name))) f.verify(tensor);
+            sources.push_back({f.bytes(tensor), tensor.dtype, saved->shard});
+          } catch (error const& e) {
+            report.add(path, e.what());
+            mismatch = true;
+          }
+        }
+        if (mismatch) continue;
+        auto& live = p.shards[live_index];
+        auto staging = detail::staging_for(live);
+        detail::load_shard(p.layout, staging, sources, path, report);
+        detail::finish_staging(live, staging);
+      }
+      zero_unloaded(state, p, shards);
+    }
+    for (auto const& r : metadata.ranks)
+      for (auto const& saved : r.parameters)
+        if (!state.find(saved.name)) report.add(saved.name, "in the checkpoint but not in the model");
+    report.agree(comm, "cannot load checkpoint " + config.path.string());
+    return metadata;
+  }
+
+  // --- shared with the other formats ----------------------------------------------------------
+
+  static io::dtype stored_type(data_type type) {
+    switch (type) {
+    case data_type::float64:
+      return io::dtype::F64;
+    case data_type::float32:
+      return io::dtype::F32;
+    case data_type::float16:
+      return io::dtype::F16;
+    case data_type::bfloat16:
+      return io::dtype::BF16;
+    }
+    return io::dtype::F32;
+  }
+
+  static std::string shape_text(std::vector<std::uint64_t> const& shape) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+    return text + "]";
+  }
+
+  /// The live shards to load, with the names they have in the checkpoint.
+  static std::vector<std::pair<std::size_t, std::string>> requested(model_state const& state,
+                                                                    checkpoint_metadata const& metadata,
+                                                                    checkpoint_load_config const& config,
+                                                                    detail::load_report& report) {
+    std::vector<std::pair<std::size_t, std::string>> out;
+    for (auto i : detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state)) {
+      auto const& name = state.shard_names[i];
+      if (std::find(metadata.shard_names.begin(), metadata.shard_names.end(), name) == metadata.shard_names.end())
+        report.add(name, "state shard not in the checkpoint (it holds " + join(metadata.shard_names) + ")");
+      else
+        out.emplace_back(i, name);
+    }
+    return out;
+  }
+
+  /// Optimizer state not loaded is zeroed, so that training restarts it cleanly.
+  static void zero_unloaded(model_state& state, parameter_state& p,
+                            std::vector<std::pair<std::size_t, std::string>> const& loaded) {
+    for (std::size_t i = 1; i < state.shard_names.size(); ++i) {
+      bool was_loaded = std::any_of(loaded.begin(), loaded.end(), [&](auto const& l) { return l.first == i; });
+      if (!was_loaded) p.shards[i].zero_();
+    }
+  }
+
+  static std::string join(std::vector<std::string> const& names) {
+    std::string text;
+    for (auto const& n : names) text += (text.empty() ? "" : ", ") + n;
+    return text.empty() ? "nothing" : text;
+  }
+};
+
+} // namespace cairn::formats

@@ -1,0 +1,186 @@
+#pragma once
+// cairn: requires libtorch
+
+// The state_dict format: whole tensors named <parameter>/<state shard>, in files
+// state_dict_<i>.safetensors of at most parameters_per_file elements each, listed by
+// state_dict.safetensors.index.json, whose metadata holds the checkpoint metadata. Writing is
+// spread over the ranks (file i by rank i mod world size). Loads into any layout.
+
+#include <cairn/checkpoint/formats/distributed.hpp>
+#include <cairn/io/index.hpp>
+
+#include <ATen/ops/zeros.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cairn::formats {
+
+inline std::filesystem::path state_dict_index(std::filesystem::path const& dir) {
+  return dir / "state_dict.safetensors.index.json";
+}
+
+struct state_dict {
+  static constexpr checkpoint_format format = checkpoint_format::state_dict;
+
+  template <class Comm> static void save(model_state const& state, Comm& comm, checkpoint_save_config const& config,
+                                         boost::json::value const& program_config,
+                                         boost::json::value const& user_metadata) {
+    state.check();
+    auto shards = detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state);
+    std::filesystem::create_directories(config.path);
+
+    // Every rank's layout: the whole parameters and who holds which part.
+    std::vector<rank_layout> ranks;
+    for (auto const& text : comm::all_gather_strings(comm, detail::compact(to_json(state.layout()))))
+      ranks.push_back(parse<rank_layout>(parse_json(text)));
+    std::map<std::string, parameter_layout> parameters;
+    for (auto const& r : ranks)
+      for (auto const& p : r.parameters) parameters.try_emplace(p.name, p);
+
+    // Files of at most parameters_per_file elements, in name order; file i written by rank i % size.
+    std::map<std::string, std::size_t> file_of;
+    std::size_t file = 0;
+    std::uint64_t in_file = 0;
+    for (auto const& [name, p] : parameters) {
+      auto elements = p.shard.box_numel() == 0 ? 0 : whole_numel(p) * shards.size();
+      if (in_file > 0 && in_file + elements > config.parameters_per_file) {
+        ++file;
+        in_file = 0;
+      }
+      file_of[name] = file;
+      in_file += elements;
+    }
+    auto files = parameters.empty() ? 0 : file + 1;
+
+    std::vector<std::unique_ptr<io::safetensors_writer>> writers(files);
+    std::vector<at::Tensor> keep_alive;
+    io::safetensors_index index;
+    auto file_name = [&](std::size_t i) { return "state_dict_" + std::to_string(i) + ".safetensors"; };
+    for (std::size_t i = 0; i < files; ++i)
+      if (static_cast<int>(i % static_cast<std::size_t>(comm.size())) == comm.rank())
+        writers[i] = std::make_unique<io::safetensors_writer>(config.path / file_name(i));
+
+    for (auto const& [name, p] : parameters) {
+      auto const* mine = find(state, name);
+      auto writer_rank = static_cast<int>(file_of[name] % static_cast<std::size_t>(comm.size()));
+      for (auto i : shards) {
+        // Each rank contributes its part (replicated parameters: rank 0 only); the writer
+        // assembles the whole tensor from them.
+        // Gathered as bytes: not every backend carries every element type (Gloo has no bfloat16).
+        bool contributes = mine && (!mine->layout.replicated || comm.rank() == 0);
+        auto local = contributes ? mine->shards[i].to(c10::Device(c10::kCPU)).reshape({-1}).contiguous().view(at::kByte)
+                                 : at::empty({0}, at::TensorOptions().dtype(at::kByte));
+        auto parts = comm.all_gather(local.to(comm.device()));
+        auto tensor = detail::tensor_name(name, state.shard_names[i]);
+        index.weight_map[tensor] = file_name(file_of[name]);
+        if (comm.rank() != writer_rank) continue;
+        auto whole =
+            at::zeros({static_cast<std::int64_t>(whole_numel(p))}, at::TensorOptions().dtype(to_scalar_type(p.dtype)));
+        auto target = tensor_bytes(whole);
+        auto size = io::size_of(p.dtype);
+        for (std::size_t r = 0; r < parts.size(); ++r) {
+          auto const* held = ranks[r].find(name);
+          if (!held || parts[r].numel() == 0) continue;
+          auto part = parts[r].to(c10::Device(c10::kCPU)).contiguous();
+          auto source = tensor_bytes(part);
+          for (auto const& run : overlap(p.shape, held->shard, shard_layout::whole(p.shape)))
+            std::memcpy(target.data() + run.target * size, source.data() + run.source * size, run.length * size);
+        }
+        keep_alive.push_back(whole);
+        std::optional<io::dtype> stored;
+        if (config.data_type && io::is_floating(p.dtype)) stored = distributed::stored_type(*config.data_type);
+        writers[file_of[name]]->add(tensor, p.dtype, p.shape, tensor_bytes(whole), stored);
+      }
+    }
+    for (auto& w : writers)
+      if (w) w->write();
+
+    if (comm.rank() == 0) {
+      checkpoint_metadata metadata;
+      metadata.format = format;
+      for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
+      for (auto const& [name, p] : parameters) {
+        auto whole = p;
+        whole.replicated = false;
+        whole.shard = shard_layout::whole(p.shape);
+        if (config.data_type && io::is_floating(whole.dtype)) whole.dtype = distributed::stored_type(*config.data_type);
+        metadata.parameters.push_back(whole);
+      }
+      metadata.config = program_config;
+      metadata.metadata = user_metadata;
+      index.metadata = to_json(metadata).as_object();
+      io::write_index(state_dict_index(config.path), index);
+    }
+    comm.barrier();
+  }
+
+  template <class Comm>
+  static checkpoint_metadata load(model_state& state, Comm& comm, checkpoint_load_config const& config) {
+    state.check();
+    auto index_path = state_dict_index(config.path);
+    auto index = io::read_index(index_path);
+    auto metadata = parse_checkpoint_metadata(index.metadata, index_path.string());
+    detail::load_report report;
+    auto shards = distributed::requested(state, metadata, config, report);
+    std::map<std::string, std::unique_ptr<io::safetensors_file>> files;
+    for (auto& p : state.parameters) {
+      auto saved = std::find_if(metadata.parameters.begin(), metadata.parameters.end(),
+                                [&](parameter_layout const& s) { return s.name == p.layout.name; });
+      if (saved == metadata.parameters.end()) {
+        report.add(p.layout.name, "missing from the checkpoint");
+        continue;
+      }
+      if (saved->shape != p.layout.shape) {
+        report.add(p.layout.name, "has shape " + distributed::shape_text(saved->shape) + " in the checkpoint, " +
+                                      distributed::shape_text(p.layout.shape) + " here");
+        continue;
+      }
+      for (auto [live_index, saved_name] : shards) {
+        auto path = detail::tensor_name(p.layout.name, saved_name);
+        std::vector<detail::load_source> sources;
+        try {
+          auto entry = index.weight_map.find(path);
+          if (entry == index.weight_map.end()) throw error("not in " + index_path.filename().string());
+          auto& slot = files[entry->second];
+          if (!slot) slot = std::make_unique<io::safetensors_file>(config.path / entry->second);
+          auto const& tensor = slot->at(path);
+          if (slot->metadata().contains(io::checksum_key(tensor.name))) slot->verify(tensor);
+          if (tensor.shape != p.layout.shape) throw error("its file holds another shape");
+          sources.push_back({slot->bytes(tensor), tensor.dtype, shard_layout::whole(p.layout.shape)});
+        } catch (error const& e) {
+          report.add(path, e.what());
+          continue;
+        }
+        auto& live = p.shards[live_index];
+        auto staging = detail::staging_for(live);
+        detail::load_shard(p.layout, staging, sources, path, report);
+        detail::finish_staging(live, staging);
+      }
+      distributed::zero_unloaded(state, p, shards);
+    }
+    for (auto const& saved : metadata.parameters)
+      if (!state.find(saved.name)) report.add(saved.name, "in the checkpoint but not in the model");
+    report.agree(comm, "cannot load checkpoint " + config.path.string());
+    return metadata;
+  }
+
+private:
+  static std::uint64_t whole_numel(parameter_layout const& p) {
+    std::uint64_t n = 1;
+    for (auto d : p.shape) n *= d;
+    return n;
+  }
+  static parameter_state const* find(model_state const& state, std::string const& name) {
+    for (auto const& p : state.parameters)
+      if (p.layout.name == name) return &p;
+    return nullptr;
+  }
+};
+
+} // namespace cairn::formats

@@ -1,0 +1,84 @@
+#pragma once
+
+// The self-describing part of a checkpoint: format, version, the layout of what was saved, the
+// saving program's config and the caller's metadata. No libtorch: tools read it without the
+// model's code.
+
+#include <cairn/checkpoint/config.hpp>
+#include <cairn/checkpoint/layout.hpp>
+#include <cairn/config/json.hpp>
+#include <cairn/config/legacy.hpp>
+
+#include <boost/describe/class.hpp>
+#include <boost/json/value.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace cairn {
+
+/// Free-form JSON inside a config: taken and written as it is.
+template <> struct value_traits<boost::json::value> {
+  static void read(boost::json::value const& j, boost::json::value& v, read_context&) { v = j; }
+  static boost::json::value write(boost::json::value const& v) { return v; }
+  static std::string type_name() { return "json"; }
+  static void schema(boost::json::object&) {}
+};
+
+/// The current version of checkpoint metadata.
+inline constexpr char const* checkpoint_metadata_version = "1";
+
+struct checkpoint_metadata {
+  checkpoint_format format = checkpoint_format::distributed;
+  std::string version = checkpoint_metadata_version;
+  std::vector<std::string> shard_names;     ///< the state shards saved, weights first
+  std::vector<rank_layout> ranks;           ///< distributed: what each rank saved
+  std::vector<parameter_layout> parameters; ///< state_dict: every parameter, whole
+  boost::json::value config;                ///< the saving program's config
+  boost::json::value metadata;              ///< the caller's: iteration, optimizer step, …
+};
+BOOST_DESCRIBE_STRUCT(checkpoint_metadata, (), (format, version, shard_names, ranks, parameters, config, metadata))
+
+/// Versions of checkpoint metadata this build reads, and how each becomes the next.
+///   0 -> 1: `state_shards` became `shard_names`, `layouts` became `ranks`.
+inline migration_chain const& checkpoint_metadata_migrations() {
+  static migration_chain const chain = [] {
+    migration_chain c(checkpoint_metadata_version);
+    c.step("0", "1", [](boost::json::object& doc) {
+      for (auto [old_key, new_key] : {std::pair{"state_shards", "shard_names"}, std::pair{"layouts", "ranks"}}) {
+        if (auto it = doc.find(old_key); it != doc.end()) {
+          doc[new_key] = it->value();
+          doc.erase(old_key);
+        }
+      }
+      doc["version"] = "1";
+    });
+    return c;
+  }();
+  return chain;
+}
+
+/// Reads checkpoint metadata from a JSON document found in `source`, migrating older versions.
+/// Errors (unknown version, malformed fields) name `source`.
+inline checkpoint_metadata parse_checkpoint_metadata(boost::json::value document, std::string const& source) {
+  if (!document.is_object()) throw config_error({{source, "checkpoint metadata must be a JSON object"}});
+  auto& object = document.get_object();
+  auto const* version = object.if_contains("version");
+  if (!version || !version->is_string())
+    throw config_error({{source, "checkpoint metadata has no version; is this a cairn checkpoint?"}});
+  checkpoint_metadata_migrations().migrate(object, std::string(version->get_string()), source);
+  try {
+    return parse<checkpoint_metadata>(document);
+  } catch (config_error const& e) {
+    std::vector<diagnostic> errors;
+    for (auto const& d : e.errors()) errors.push_back({source + ": " + d.path, d.message});
+    throw config_error(std::move(errors));
+  }
+}
+
+inline checkpoint_metadata read_checkpoint_metadata(std::filesystem::path const& file) {
+  return parse_checkpoint_metadata(read_json_file(file), file.string());
+}
+
+} // namespace cairn

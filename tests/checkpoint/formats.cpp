@@ -1,0 +1,207 @@
+// The distributed and state_dict formats in one process: bitwise round trips, partial loads,
+// dtype conversion, metadata versions, and broken checkpoints reported with file and parameter.
+#include <cairn/comm/single_process.hpp>
+#include <cairn/io/file.hpp>
+
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <fstream>
+
+#include "../io/temp_dir.hpp"
+#include "model.hpp"
+
+namespace {
+
+cairn::comm::single_process comm;
+
+cairn::checkpoint_save_config save_config(std::filesystem::path path, cairn::checkpoint_format format) {
+  cairn::checkpoint_save_config config;
+  config.path = std::move(path);
+  config.format = format;
+  config.optimizer_state = true;
+  return config;
+}
+
+cairn::checkpoint_load_config load_config(std::filesystem::path path, cairn::checkpoint_format format,
+                                          bool optimizer = true) {
+  cairn::checkpoint_load_config config;
+  config.path = std::move(path);
+  config.format = format;
+  config.optimizer_state = optimizer;
+  return config;
+}
+
+bool bitwise_equal(cairn::model_state const& a, cairn::model_state const& b) {
+  for (std::size_t i = 0; i < a.parameters.size(); ++i)
+    for (std::size_t s = 0; s < a.shard_names.size(); ++s)
+      if (!a.parameters[i].shards[s].equal(b.parameters[i].shards[s])) return false;
+  return true;
+}
+
+std::string load_error(cairn::model_state& state, cairn::checkpoint_load_config const& config) {
+  try {
+    cairn::load_checkpoint(state, comm, config);
+  } catch (cairn::error const& e) {
+    return e.what();
+  }
+  return "loaded";
+}
+
+using test_model::scheme;
+using enum cairn::checkpoint_format;
+
+} // namespace
+
+TEST_CASE("distributed -> state_dict -> distributed is bitwise") {
+  temp_dir dir;
+  auto original = test_model::make(scheme::dim, 0, 1, true);
+  cairn::save_checkpoint(original, comm, save_config(dir / "a", distributed), {}, boost::json::object{{"step", 1}});
+  auto first = test_model::make(scheme::dim, 0, 1, false);
+  auto metadata = cairn::load_checkpoint(first, comm, load_config(dir / "a", distributed));
+  CHECK(metadata.metadata.at("step") == 1);
+  CHECK(metadata.shard_names == test_model::shard_names);
+  CHECK(bitwise_equal(original, first));
+
+  cairn::save_checkpoint(first, comm, save_config(dir / "b", state_dict));
+  auto second = test_model::make(scheme::flat, 0, 1, false);
+  cairn::load_checkpoint(second, comm, load_config(dir / "b", state_dict));
+  CHECK(test_model::mismatches(second) == 0);
+  cairn::save_checkpoint(second, comm, save_config(dir / "c", distributed));
+  auto third = test_model::make(scheme::dim, 0, 1, false);
+  cairn::load_checkpoint(third, comm, load_config(dir / "c", distributed));
+  CHECK(bitwise_equal(original, third));
+}
+
+TEST_CASE("the state_dict files: whole tensors named parameter/shard, split by size, with an index") {
+  temp_dir dir;
+  auto state = test_model::make(scheme::dim, 0, 1, true);
+  auto config = save_config(dir / "sd", state_dict);
+  config.parameters_per_file = 1 << 20;
+  cairn::save_checkpoint(state, comm, config);
+  auto index = cairn::io::read_index(dir / "sd" / "state_dict.safetensors.index.json");
+  CHECK(index.weight_map.at("embedding/exp_avg") == "state_dict_0.safetensors");
+  cairn::io::safetensors_file file(dir / "sd" / "state_dict_0.safetensors");
+  CHECK(file.at("embedding/weights").shape == std::vector<std::uint64_t>{10, 4});
+  CHECK(file.at("layer.bias/weights").dtype == cairn::io::dtype::BF16);
+  CHECK_NOTHROW(file.verify());
+  CHECK(index.metadata.at("format") == "state_dict");
+}
+
+TEST_CASE("a weights-only load zeroes the optimizer state") {
+  temp_dir dir;
+  auto state = test_model::make(scheme::dim, 0, 1, true);
+  cairn::save_checkpoint(state, comm, save_config(dir / "a", distributed));
+  auto loaded = test_model::make(scheme::dim, 0, 1, true); // optimizer shards hold stale values
+  cairn::load_checkpoint(loaded, comm, load_config(dir / "a", distributed, false));
+  CHECK(test_model::mismatches(loaded, {1, 2}) == 0);
+}
+
+TEST_CASE("data_type converts floating tensors on save") {
+  temp_dir dir;
+  auto state = test_model::make(scheme::dim, 0, 1, true);
+  auto config = save_config(dir / "a", state_dict);
+  config.data_type = cairn::data_type::bfloat16;
+  cairn::save_checkpoint(state, comm, config);
+  cairn::io::safetensors_file file(dir / "a" / "state_dict_0.safetensors");
+  CHECK(file.at("embedding/weights").dtype == cairn::io::dtype::BF16);
+  CHECK(file.at("steps/weights").dtype == cairn::io::dtype::I64); // integers keep their type
+  auto loaded = test_model::make(scheme::dim, 0, 1, false);
+  cairn::load_checkpoint(loaded, comm, load_config(dir / "a", state_dict));
+  for (std::size_t i = 0; i < state.parameters.size(); ++i) {
+    for (std::size_t s = 0; s < state.shard_names.size(); ++s) {
+      auto const& original = state.parameters[i].shards[s];
+      auto expected = original.is_floating_point() ? original.to(at::kBFloat16).to(original.scalar_type()) : original;
+      CHECK_MESSAGE(loaded.parameters[i].shards[s].equal(expected), state.parameters[i].layout.name);
+    }
+  }
+}
+
+TEST_CASE("missing, unexpected and mismatched parameters are reported together") {
+  temp_dir dir;
+  auto state = test_model::make(scheme::dim, 0, 1, true);
+  cairn::save_checkpoint(state, comm, save_config(dir / "a", distributed));
+  auto other = test_model::make(scheme::dim, 0, 1, false);
+  other.parameters[0].layout.name = "renamed"; // missing here, unexpected there
+  other.parameters[1].layout.shape = {3, 6};   // same size, another shape
+  other.parameters[1].layout.shard = cairn::shard_layout::whole({3, 6});
+  auto text = load_error(other, load_config(dir / "a", distributed));
+  CHECK(text.find("cannot load checkpoint " + (dir / "a").string()) != std::string::npos);
+  CHECK(text.find("renamed: missing from the checkpoint") != std::string::npos);
+  CHECK(text.find("embedding: in the checkpoint but not in the model") != std::string::npos);
+  CHECK(text.find("layer.weight/weights: has shape [6, 3] in the checkpoint, [3, 6] here") != std::string::npos);
+  CHECK(text.find("5 problems") != std::string::npos);
+}
+
+TEST_CASE("an optimizer state the checkpoint lacks is named") {
+  temp_dir dir;
+  auto state = test_model::make(scheme::dim, 0, 1, true);
+  auto config = save_config(dir / "a", distributed);
+  config.optimizer_state = false;
+  cairn::save_checkpoint(state, comm, config);
+  auto loaded = test_model::make(scheme::dim, 0, 1, false);
+  auto text = load_error(loaded, load_config(dir / "a", distributed));
+  CHECK(text.find("exp_avg: state shard not in the checkpoint (it holds weights)") != std::string::npos);
+}
+
+TEST_CASE("broken checkpoints name the file and the parameter") {
+  temp_dir dir;
+  auto state = test_model::make(scheme::dim, 0, 1, true);
+  auto path = dir / "a";
+  cairn::save_checkpoint(state, comm, save_config(path, distributed));
+  auto fresh = [] { return test_model::make(scheme::dim, 0, 1, false); };
+
+  SUBCASE("a flipped byte fails its checksum") {
+    auto file = path / "rank_0.safetensors";
+    auto size = std::filesystem::file_size(file);
+    auto fd = cairn::io::open_file(file, O_RDWR);
+    std::byte b{0x77};
+    cairn::io::pwrite_all(fd.get(), std::span(&b, 1), size - 3, file);
+    auto loaded = fresh();
+    auto text = load_error(loaded, load_config(path, distributed));
+    CHECK(text.find(file.string() + ": tensor '") != std::string::npos);
+    CHECK(text.find("is corrupt: its checksum does not match") != std::string::npos);
+  }
+  SUBCASE("a truncated file") {
+    auto file = path / "rank_0.safetensors";
+    std::filesystem::resize_file(file, std::filesystem::file_size(file) - 10);
+    auto loaded = fresh();
+    auto text = load_error(loaded, load_config(path, distributed));
+    CHECK(text.find(file.string() + ": tensor '") != std::string::npos);
+    CHECK(text.find("runs past the end of the file") != std::string::npos);
+  }
+  SUBCASE("a missing rank file") {
+    std::filesystem::remove(path / "rank_0.safetensors");
+    auto loaded = fresh();
+    auto text = load_error(loaded, load_config(path, distributed));
+    CHECK(text.find((path / "rank_0.safetensors").string() + ": cannot open: No such file or directory") !=
+          std::string::npos);
+  }
+  SUBCASE("metadata of an unknown version") {
+    auto metadata = cairn::read_json_file(path / "metadata.json");
+    metadata.as_object()["version"] = "99";
+    std::ofstream(path / "metadata.json") << boost::json::serialize(metadata);
+    auto loaded = fresh();
+    auto text = load_error(loaded, load_config(path, distributed));
+    CHECK(text.find((path / "metadata.json").string() + ": unknown version \"99\" (this build reads 0, 1)") !=
+          std::string::npos);
+  }
+  SUBCASE("a layout that does not cover a parameter") {
+    auto metadata = cairn::read_json_file(path / "metadata.json");
+    auto& shard = metadata.at("ranks").at(0).at("parameters").at(0).at("shard").as_object();
+    shard["flat"] = boost::json::object{{"begin", 0}, {"end", 30}}; // 30 of the embedding's 40
+    std::ofstream(path / "metadata.json") << boost::json::serialize(metadata);
+    auto loaded = fresh();
+    auto text = load_error(loaded, load_config(path, distributed));
+    CHECK(text.find("embedding/weights: 10 of its 40 elements are not in the checkpoint") != std::string::npos);
+  }
+}
+
+TEST_CASE("metadata of an earlier version loads through the migration chain") {
+  auto metadata = cairn::read_checkpoint_metadata(std::string(CAIRN_TEST_DATA_DIR) + "/data/metadata_v0.json");
+  CHECK(metadata.version == "1");
+  CHECK(metadata.shard_names == std::vector<std::string>{"weights"});
+  REQUIRE(metadata.ranks.size() == 1);
+  CHECK(metadata.ranks[0].parameters[0].name == "w");
+  CHECK(metadata.metadata.at("iteration") == 7);
+}

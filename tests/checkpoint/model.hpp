@@ -1,0 +1,119 @@
+#pragma once
+
+// A small model whose every element is a known function of (parameter, state shard, global
+// index), laid out over the ranks in one of three ways, for the format tests.
+
+#include <cairn/checkpoint.hpp>
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+namespace test_model {
+
+struct parameter_spec {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  at::ScalarType type;
+  bool replicated;
+};
+
+inline std::vector<parameter_spec> const& parameters() {
+  static std::vector<parameter_spec> const specs{{"embedding", {10, 4}, at::kFloat, false},
+                                                 {"layer.weight", {6, 3}, at::kDouble, false},
+                                                 {"layer.bias", {7}, at::kBFloat16, false},
+                                                 {"norm", {5}, at::kFloat, true},
+                                                 {"steps", {3}, at::kLong, false}};
+  return specs;
+}
+
+inline std::vector<std::string> const shard_names{"weights", "exp_avg", "exp_avg_sq"};
+
+/// The value of element `index` of `parameter`'s shard `shard`: distinct within a tensor and
+/// exact in its dtype (bfloat16 holds integers to 256 exactly, so its values stay small).
+inline double value(std::size_t parameter, std::size_t shard, std::uint64_t index) {
+  auto type = parameters()[parameter].type;
+  if (type == at::kBFloat16) return double(shard * 40 + index * 2) * 0.5 + 1;
+  if (!at::isFloatingType(type)) return double(parameter * 100 + shard * 1000 + index + 1);
+  return double(parameter * 100 + shard * 1000) + double(index) * 0.5 + 1;
+}
+
+/// How parameters are split over ranks: along dimension 0, as flat ranges of the whole tensor
+/// (ZeRO-style), or both (flat halves of dimension-0 boxes, for an even world size).
+enum class scheme { dim, flat, mixed };
+
+inline scheme parse_scheme(std::string const& s) {
+  return s == "flat" ? scheme::flat : s == "mixed" ? scheme::mixed : scheme::dim;
+}
+
+inline cairn::shard_layout shard_of(std::vector<std::uint64_t> const& shape, scheme how, int rank, int size,
+                                    bool replicated) {
+  auto whole = cairn::shard_layout::whole(shape);
+  if (replicated) return whole;
+  auto part = [](std::uint64_t total, std::uint64_t i, std::uint64_t n) {
+    return std::pair{total * i / n, total * (i + 1) / n};
+  };
+  auto r = static_cast<std::uint64_t>(rank), n = static_cast<std::uint64_t>(size);
+  if (how == scheme::flat) {
+    auto [b, e] = part(whole.box_numel(), r, n);
+    whole.flat = cairn::flat_range{b, e};
+    return whole;
+  }
+  auto boxes = how == scheme::mixed && n % 2 == 0 ? n / 2 : n;
+  auto [b, e] = part(shape[0], how == scheme::mixed && n % 2 == 0 ? r / 2 : r, boxes);
+  whole.offsets[0] = b;
+  whole.lengths[0] = e - b;
+  if (how == scheme::mixed && n % 2 == 0) {
+    auto [fb, fe] = part(whole.box_numel(), r % 2, 2);
+    whole.flat = cairn::flat_range{fb, fe};
+  }
+  return whole;
+}
+
+/// This rank's state: every element set to its known value, or zero.
+inline cairn::model_state make(scheme how, int rank, int size, bool fill) {
+  cairn::model_state state;
+  state.shard_names = shard_names;
+  for (std::size_t i = 0; i < parameters().size(); ++i) {
+    auto const& spec = parameters()[i];
+    cairn::parameter_state p;
+    p.layout = {spec.name, spec.shape, cairn::to_dtype(spec.type), spec.replicated,
+                shard_of(spec.shape, how, rank, size, spec.replicated)};
+    auto whole = cairn::shard_layout::whole(spec.shape);
+    for (std::size_t s = 0; s < shard_names.size(); ++s) {
+      auto t = at::zeros({static_cast<std::int64_t>(p.layout.shard.numel())}, at::TensorOptions().dtype(spec.type));
+      if (fill) {
+        auto d = t.to(at::kDouble);
+        auto* data = d.data_ptr<double>();
+        for (auto const& run : cairn::overlap(spec.shape, whole, p.layout.shard))
+          for (std::uint64_t k = 0; k < run.length; ++k) data[run.target + k] = value(i, s, run.source + k);
+        t = d.to(spec.type);
+      }
+      p.shards.push_back(t);
+    }
+    state.parameters.push_back(std::move(p));
+  }
+  return state;
+}
+
+/// The number of elements of `state` that differ from their known values (or from zero, for
+/// the shards in `zeroed`).
+inline std::int64_t mismatches(cairn::model_state const& state, std::vector<std::size_t> const& zeroed = {}) {
+  std::int64_t bad = 0;
+  for (std::size_t i = 0; i < state.parameters.size(); ++i) {
+    auto const& p = state.parameters[i];
+    auto whole = cairn::shard_layout::whole(p.layout.shape);
+    for (std::size_t s = 0; s < p.shards.size(); ++s) {
+      auto d = p.shards[s].to(at::kDouble).contiguous();
+      auto const* data = d.data_ptr<double>();
+      bool zero = std::find(zeroed.begin(), zeroed.end(), s) != zeroed.end();
+      for (auto const& run : cairn::overlap(p.layout.shape, whole, p.layout.shard))
+        for (std::uint64_t k = 0; k < run.length; ++k)
+          if (data[run.target + k] != (zero ? 0.0 : value(i, s, run.source + k))) ++bad;
+    }
+  }
+  return bad;
+}
+
+} // namespace test_model
