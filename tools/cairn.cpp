@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "convert.hpp"
 #include "launch.hpp"
 
 namespace {
@@ -19,6 +20,9 @@ commands:
                             .safetensors file or a directory of them, with totals
   verify PATH               exit 0 if every file is complete and intact (checksums, indexes),
                             else non-zero naming each problem
+  convert input.path=... input.format=... output.path=... output.format=... [output.data_type=...]
+                            convert between distributed and state_dict without the model's code
+                            (keys as in the library's configs; `cairn convert --help` lists them)
   launch -n N [--port P] -- PROGRAM ARGS...
                             run N local processes with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR
                             and MASTER_PORT set; output prefixed with the rank; signals forwarded;
@@ -165,10 +169,25 @@ int main(int argc, char** argv) {
   }
   try {
     if (command == "launch") return launch(args);
+    if (command == "convert") {
+      if (args.size() == 1 && args[0] == "--help") {
+        std::fputs(cairn::document<cairn::tool::convert_config>().c_str(), stdout);
+        return 0;
+      }
+      for (auto const& a : args)
+        if (a.find('=') == std::string::npos)
+          return usage_error("convert takes key.path=value arguments, got '" + a + "'");
+      auto config = cairn::from_json<cairn::tool::convert_config>(boost::json::object{}, args);
+      std::printf("%s\n", cairn::tool::convert(config).c_str());
+      return 0;
+    }
     if (command == "inspect" || command == "verify") {
       if (args.size() != 1) return usage_error(command + " takes exactly one PATH");
       return command == "inspect" ? inspect(args[0]) : verify(args[0]);
     }
+  } catch (cairn::config_error const& e) {
+    std::fprintf(stderr, "cairn %s: %s\n", command.c_str(), e.what());
+    return 2;
   } catch (cairn::error const& e) {
     if (command == "launch" && std::string(e.what()).find("cannot start") == std::string::npos)
       return usage_error(e.what());

@@ -10,6 +10,7 @@
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/state.hpp>
+#include <cairn/checkpoint/stored_config.hpp>
 #include <cairn/comm/communicator.hpp>
 
 #include <boost/json/value.hpp>

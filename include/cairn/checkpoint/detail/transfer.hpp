@@ -4,6 +4,7 @@
 // What every format's loader shares: copying the runs a saved shard shares with a live one
 // (converting element types), and accounting for every element of every requested shard.
 
+#include <cairn/checkpoint/detail/files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/tensor.hpp>
@@ -121,10 +122,6 @@ inline std::vector<std::size_t> selected_shards(std::vector<std::string> const& 
   for (std::size_t i = 0; i < names.size(); ++i)
     if (i == 0 ? model_weights : optimizer_state) out.push_back(i);
   return out;
-}
-
-inline std::string tensor_name(std::string const& parameter, std::string const& shard) {
-  return parameter + "/" + shard;
 }
 
 } // namespace detail

@@ -6,6 +6,7 @@
 // rank's own file; any other layout copies exactly the overlaps out of the saved files.
 
 #include <cairn/checkpoint/config.hpp>
+#include <cairn/checkpoint/detail/files.hpp>
 #include <cairn/checkpoint/detail/transfer.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/state.hpp>
@@ -23,12 +24,6 @@
 #include <vector>
 
 namespace cairn::formats {
-
-/// Files of the distributed format.
-inline std::filesystem::path rank_file(std::filesystem::path const& dir, int rank) {
-  return dir / ("rank_" + std::to_string(rank) + ".safetensors");
-}
-inline std::filesystem::path metadata_file(std::filesystem::path const& dir) { return dir / "metadata.json"; }
 
 struct distributed {
   static constexpr checkpoint_format format = checkpoint_format::distributed;
@@ -48,10 +43,8 @@ struct distributed {
       for (auto i : shards) {
         auto cpu = p.shards[i].to(c10::Device(c10::kCPU)).contiguous();
         keep_alive.push_back(cpu);
-        std::optional<io::dtype> stored;
-        if (config.data_type && io::is_floating(p.layout.dtype)) stored = stored_type(*config.data_type);
         writer.add(detail::tensor_name(p.layout.name, state.shard_names[i]), p.layout.dtype, {p.layout.shard.numel()},
-                   tensor_bytes(cpu), stored);
+                   tensor_bytes(cpu), detail::stored_type(p.layout.dtype, config.data_type));
       }
     }
     writer.write();
@@ -63,15 +56,12 @@ struct distributed {
       for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
       for (auto const& text : layouts) {
         auto layout = parse<rank_layout>(parse_json(text));
-        if (config.data_type)
-          for (auto& p : layout.parameters)
-            if (io::is_floating(p.dtype)) p.dtype = stored_type(*config.data_type);
+        for (auto& p : layout.parameters) p.dtype = detail::stored_type(p.dtype, config.data_type);
         metadata.ranks.push_back(std::move(layout));
       }
       metadata.config = program_config;
       metadata.metadata = user_metadata;
-      auto text = detail::pretty(to_json(metadata));
-      io::write_file_atomically(metadata_file(config.path), std::as_bytes(std::span(text)));
+      detail::write_distributed_metadata(config.path, metadata);
     }
     comm.barrier();
   }
@@ -142,20 +132,6 @@ struct distributed {
   }
 
   // --- shared with the other formats ----------------------------------------------------------
-
-  static io::dtype stored_type(data_type type) {
-    switch (type) {
-    case data_type::float64:
-      return io::dtype::F64;
-    case data_type::float32:
-      return io::dtype::F32;
-    case data_type::float16:
-      return io::dtype::F16;
-    case data_type::bfloat16:
-      return io::dtype::BF16;
-    }
-    return io::dtype::F32;
-  }
 
   static std::string shape_text(std::vector<std::uint64_t> const& shape) {
     std::string text = "[";

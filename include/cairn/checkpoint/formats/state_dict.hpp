@@ -21,10 +21,6 @@
 
 namespace cairn::formats {
 
-inline std::filesystem::path state_dict_index(std::filesystem::path const& dir) {
-  return dir / "state_dict.safetensors.index.json";
-}
-
 struct state_dict {
   static constexpr checkpoint_format format = checkpoint_format::state_dict;
 
@@ -44,24 +40,14 @@ struct state_dict {
       for (auto const& p : r.parameters) parameters.try_emplace(p.name, p);
 
     // Files of at most parameters_per_file elements, in name order; file i written by rank i % size.
-    std::map<std::string, std::size_t> file_of;
-    std::size_t file = 0;
-    std::uint64_t in_file = 0;
-    for (auto const& [name, p] : parameters) {
-      auto elements = p.shard.box_numel() == 0 ? 0 : whole_numel(p) * shards.size();
-      if (in_file > 0 && in_file + elements > config.parameters_per_file) {
-        ++file;
-        in_file = 0;
-      }
-      file_of[name] = file;
-      in_file += elements;
-    }
-    auto files = parameters.empty() ? 0 : file + 1;
+    auto file_of = detail::assign_state_dict_files(parameters, shards.size(), config.parameters_per_file);
+    std::size_t files = 0;
+    for (auto const& [name, f] : file_of) files = std::max(files, f + 1);
 
     std::vector<std::unique_ptr<io::safetensors_writer>> writers(files);
     std::vector<at::Tensor> keep_alive;
-    io::safetensors_index index;
-    auto file_name = [&](std::size_t i) { return "state_dict_" + std::to_string(i) + ".safetensors"; };
+    std::map<std::string, std::string> weight_map;
+    auto file_name = formats::state_dict_file;
     for (std::size_t i = 0; i < files; ++i)
       if (static_cast<int>(i % static_cast<std::size_t>(comm.size())) == comm.rank())
         writers[i] = std::make_unique<io::safetensors_writer>(config.path / file_name(i));
@@ -78,10 +64,10 @@ struct state_dict {
                                  : at::empty({0}, at::TensorOptions().dtype(at::kByte));
         auto parts = comm.all_gather(local.to(comm.device()));
         auto tensor = detail::tensor_name(name, state.shard_names[i]);
-        index.weight_map[tensor] = file_name(file_of[name]);
+        weight_map[tensor] = file_name(file_of[name]);
         if (comm.rank() != writer_rank) continue;
-        auto whole =
-            at::zeros({static_cast<std::int64_t>(whole_numel(p))}, at::TensorOptions().dtype(to_scalar_type(p.dtype)));
+        auto whole = at::zeros({static_cast<std::int64_t>(detail::whole_numel(p))},
+                               at::TensorOptions().dtype(to_scalar_type(p.dtype)));
         auto target = tensor_bytes(whole);
         auto size = io::size_of(p.dtype);
         for (std::size_t r = 0; r < parts.size(); ++r) {
@@ -93,9 +79,8 @@ struct state_dict {
             std::memcpy(target.data() + run.target * size, source.data() + run.source * size, run.length * size);
         }
         keep_alive.push_back(whole);
-        std::optional<io::dtype> stored;
-        if (config.data_type && io::is_floating(p.dtype)) stored = distributed::stored_type(*config.data_type);
-        writers[file_of[name]]->add(tensor, p.dtype, p.shape, tensor_bytes(whole), stored);
+        writers[file_of[name]]->add(tensor, p.dtype, p.shape, tensor_bytes(whole),
+                                    detail::stored_type(p.dtype, config.data_type));
       }
     }
     for (auto& w : writers)
@@ -109,13 +94,12 @@ struct state_dict {
         auto whole = p;
         whole.replicated = false;
         whole.shard = shard_layout::whole(p.shape);
-        if (config.data_type && io::is_floating(whole.dtype)) whole.dtype = distributed::stored_type(*config.data_type);
+        whole.dtype = detail::stored_type(whole.dtype, config.data_type);
         metadata.parameters.push_back(whole);
       }
       metadata.config = program_config;
       metadata.metadata = user_metadata;
-      index.metadata = to_json(metadata).as_object();
-      io::write_index(state_dict_index(config.path), index);
+      detail::write_state_dict_index(config.path, metadata, std::move(weight_map));
     }
     comm.barrier();
   }
@@ -171,11 +155,6 @@ struct state_dict {
   }
 
 private:
-  static std::uint64_t whole_numel(parameter_layout const& p) {
-    std::uint64_t n = 1;
-    for (auto d : p.shape) n *= d;
-    return n;
-  }
   static parameter_state const* find(model_state const& state, std::string const& name) {
     for (auto const& p : state.parameters)
       if (p.layout.name == name) return &p;

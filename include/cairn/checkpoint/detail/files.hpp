@@ -1,0 +1,92 @@
+#pragma once
+
+// File naming and planning shared by the formats and by conversion without the model's code.
+// No libtorch.
+
+#include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/metadata.hpp>
+#include <cairn/config/detail/pretty.hpp>
+#include <cairn/io/file.hpp>
+#include <cairn/io/index.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cairn::formats {
+
+inline std::filesystem::path rank_file(std::filesystem::path const& dir, int rank) {
+  return dir / ("rank_" + std::to_string(rank) + ".safetensors");
+}
+inline std::filesystem::path metadata_file(std::filesystem::path const& dir) { return dir / "metadata.json"; }
+inline std::filesystem::path state_dict_index(std::filesystem::path const& dir) {
+  return dir / "state_dict.safetensors.index.json";
+}
+inline std::string state_dict_file(std::size_t i) { return "state_dict_" + std::to_string(i) + ".safetensors"; }
+
+} // namespace cairn::formats
+
+namespace cairn::detail {
+
+inline std::string tensor_name(std::string const& parameter, std::string const& shard) {
+  return parameter + "/" + shard;
+}
+
+inline std::uint64_t whole_numel(parameter_layout const& p) {
+  std::uint64_t n = 1;
+  for (auto d : p.shape) n *= d;
+  return n;
+}
+
+/// The file of each parameter of a state_dict checkpoint: files of at most
+/// `parameters_per_file` elements (all saved shards counted), parameters in name order.
+inline std::map<std::string, std::size_t>
+assign_state_dict_files(std::map<std::string, parameter_layout> const& parameters, std::size_t shards,
+                        std::uint64_t parameters_per_file) {
+  std::map<std::string, std::size_t> file_of;
+  std::size_t file = 0;
+  std::uint64_t in_file = 0;
+  for (auto const& [name, p] : parameters) {
+    auto elements = whole_numel(p) * shards;
+    if (in_file > 0 && in_file + elements > parameters_per_file) {
+      ++file;
+      in_file = 0;
+    }
+    file_of[name] = file;
+    in_file += elements;
+  }
+  return file_of;
+}
+
+inline void write_distributed_metadata(std::filesystem::path const& dir, checkpoint_metadata const& metadata) {
+  auto text = pretty(to_json(metadata));
+  io::write_file_atomically(formats::metadata_file(dir), std::as_bytes(std::span(text)));
+}
+
+inline void write_state_dict_index(std::filesystem::path const& dir, checkpoint_metadata const& metadata,
+                                   std::map<std::string, std::string> weight_map) {
+  io::safetensors_index index;
+  index.metadata = to_json(metadata).as_object();
+  index.weight_map = std::move(weight_map);
+  io::write_index(formats::state_dict_index(dir), index);
+}
+
+/// The stored element type of a floating tensor saved with `data_type`.
+inline io::dtype stored_type(io::dtype type, std::optional<cairn::data_type> const& conversion) {
+  if (!conversion || !io::is_floating(type)) return type;
+  switch (*conversion) {
+  case data_type::float64:
+    return io::dtype::F64;
+  case data_type::float32:
+    return io::dtype::F32;
+  case data_type::float16:
+    return io::dtype::F16;
+  case data_type::bfloat16:
+    return io::dtype::BF16;
+  }
+  return type;
+}
+
+} // namespace cairn::detail

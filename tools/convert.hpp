@@ -1,0 +1,184 @@
+#pragma once
+
+// `cairn convert input.path=… input.format=… output.path=… output.format=… [output.data_type=…]`:
+// distributed <-> state_dict without the model's code, from the checkpoint's own metadata.
+
+#include <cairn/checkpoint/config.hpp>
+#include <cairn/checkpoint/detail/files.hpp>
+#include <cairn/checkpoint/metadata.hpp>
+#include <cairn/config/docs.hpp>
+#include <cairn/config/json.hpp>
+#include <cairn/io/safetensors.hpp>
+#include <cairn/io/safetensors_writer.hpp>
+
+#include <boost/describe/class.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cairn::tool {
+
+struct convert_config {
+  checkpoint_load_metadata_config input;
+  checkpoint_save_config output;
+
+  convert_config() { output.optimizer_state = true; }
+};
+BOOST_DESCRIBE_STRUCT(convert_config, (), (input, output))
+
+constexpr auto cairn_fields(convert_config const*) {
+  return fields(field(&convert_config::input, "The checkpoint to convert (path and format).", hint::core),
+                field(&convert_config::output,
+                      "Where and how to write it: path, format, which state (weights, optimizer_state: whatever "
+                      "the input holds by default), parameters_per_file, data_type.",
+                      hint::core));
+}
+
+/// A checkpoint read without the model: every parameter whole, one tensor at a time.
+class checkpoint_reader {
+public:
+  explicit checkpoint_reader(checkpoint_load_metadata_config const& input) : input_(input) {
+    if (input.format == checkpoint_format::distributed) {
+      metadata_ = read_checkpoint_metadata(formats::metadata_file(input.path));
+      for (auto const& rank : metadata_.ranks)
+        for (auto const& p : rank.parameters) {
+          auto whole = p;
+          whole.replicated = false;
+          whole.shard = shard_layout::whole(p.shape);
+          parameters_.try_emplace(p.name, whole);
+        }
+    } else if (input.format == checkpoint_format::state_dict) {
+      auto index_path = formats::state_dict_index(input.path);
+      index_ = io::read_index(index_path);
+      metadata_ = parse_checkpoint_metadata(index_.metadata, index_path.string());
+      for (auto const& p : metadata_.parameters) parameters_.emplace(p.name, p);
+    } else {
+      throw error("convert reads the distributed and state_dict formats; the external format needs the model's "
+                  "converter (see the example trainer)");
+    }
+  }
+
+  [[nodiscard]] checkpoint_metadata const& metadata() const noexcept { return metadata_; }
+  [[nodiscard]] std::map<std::string, parameter_layout> const& parameters() const noexcept { return parameters_; }
+
+  /// The whole tensor `name`/`shard`, checksums verified, in its saved dtype.
+  [[nodiscard]] std::vector<std::byte> read(parameter_layout const& p, std::string const& shard) {
+    auto tensor = detail::tensor_name(p.name, shard);
+    auto size = io::size_of(p.dtype);
+    std::vector<std::byte> whole(detail::whole_numel(p) * size);
+    std::uint64_t written = 0;
+    auto copy_from = [&](io::safetensors_file const& file, shard_layout const& saved) {
+      auto const& t = file.at(tensor);
+      if (file.metadata().contains(io::checksum_key(t.name))) file.verify(t);
+      if (t.dtype != p.dtype)
+        throw io::io_error(file.path(), "tensor '" + tensor + "' is not stored as its metadata says");
+      auto bytes = file.bytes(t);
+      for (auto const& run : overlap(p.shape, saved, shard_layout::whole(p.shape))) {
+        std::memcpy(whole.data() + run.target * size, bytes.data() + run.source * size, run.length * size);
+        written += run.length;
+      }
+    };
+    if (input_.format == checkpoint_format::distributed) {
+      for (std::size_t r = 0; r < metadata_.ranks.size(); ++r) {
+        auto const* saved = metadata_.ranks[r].find(p.name);
+        if (!saved || (saved->replicated && r != 0)) continue;
+        copy_from(file(formats::rank_file(input_.path, static_cast<int>(r))), saved->shard);
+      }
+    } else {
+      auto entry = index_.weight_map.find(tensor);
+      if (entry == index_.weight_map.end()) throw error("'" + tensor + "' is not in the index");
+      copy_from(file(input_.path / entry->second), shard_layout::whole(p.shape));
+    }
+    if (written != detail::whole_numel(p))
+      throw error("'" + tensor + "': the checkpoint holds " + std::to_string(written) + " of its " +
+                  std::to_string(detail::whole_numel(p)) + " elements");
+    return whole;
+  }
+
+private:
+  io::safetensors_file const& file(std::filesystem::path const& path) {
+    auto& slot = files_[path.string()];
+    if (!slot) slot = std::make_unique<io::safetensors_file>(path);
+    return *slot;
+  }
+
+  checkpoint_load_metadata_config input_;
+  checkpoint_metadata metadata_;
+  io::safetensors_index index_;
+  std::map<std::string, parameter_layout> parameters_;
+  std::map<std::string, std::unique_ptr<io::safetensors_file>> files_;
+};
+
+/// Converts; returns a one-line summary.
+inline std::string convert(convert_config const& config) {
+  checkpoint_reader reader(config.input);
+  auto const& in = reader.metadata();
+  checkpoint_metadata out;
+  out.format = config.output.format;
+  out.config = in.config;
+  out.metadata = in.metadata;
+  for (std::size_t i = 0; i < in.shard_names.size(); ++i)
+    if (i == 0 ? config.output.model_weights : config.output.optimizer_state)
+      out.shard_names.push_back(in.shard_names[i]);
+  if (out.shard_names.empty()) throw error("nothing to convert: neither model_weights nor optimizer_state");
+
+  std::filesystem::create_directories(config.output.path);
+  std::vector<std::vector<std::byte>> buffers; // alive until their file is written
+  auto add_all = [&](io::safetensors_writer& writer, parameter_layout const& p, std::vector<std::uint64_t> shape) {
+    for (auto const& shard : out.shard_names) {
+      buffers.push_back(reader.read(p, shard));
+      writer.add(detail::tensor_name(p.name, shard), p.dtype, shape, buffers.back(),
+                 detail::stored_type(p.dtype, config.output.data_type));
+    }
+  };
+  auto stored = [&](parameter_layout p) {
+    p.dtype = detail::stored_type(p.dtype, config.output.data_type);
+    return p;
+  };
+  std::size_t tensors = 0;
+  if (config.output.format == checkpoint_format::distributed) {
+    // One rank holding everything whole: any world size loads it by resharding.
+    io::safetensors_writer writer(formats::rank_file(config.output.path, 0));
+    writer.set_metadata("format", "cairn.distributed");
+    writer.set_metadata("rank", "0");
+    rank_layout layout;
+    for (auto const& [name, p] : reader.parameters()) {
+      add_all(writer, p, {detail::whole_numel(p)});
+      layout.parameters.push_back(stored(p));
+      tensors += out.shard_names.size();
+    }
+    writer.write();
+    out.ranks.push_back(std::move(layout));
+    detail::write_distributed_metadata(config.output.path, out);
+  } else if (config.output.format == checkpoint_format::state_dict) {
+    auto file_of =
+        detail::assign_state_dict_files(reader.parameters(), out.shard_names.size(), config.output.parameters_per_file);
+    std::map<std::string, std::string> weight_map;
+    std::map<std::size_t, std::vector<parameter_layout const*>> by_file;
+    for (auto const& [name, p] : reader.parameters()) by_file[file_of[name]].push_back(&p);
+    for (auto const& [file, params] : by_file) {
+      io::safetensors_writer writer(config.output.path / formats::state_dict_file(file));
+      for (auto const* p : params) {
+        add_all(writer, *p, p->shape);
+        for (auto const& shard : out.shard_names)
+          weight_map[detail::tensor_name(p->name, shard)] = formats::state_dict_file(file);
+        out.parameters.push_back(stored(*p));
+        tensors += out.shard_names.size();
+      }
+      writer.write();
+      buffers.clear();
+    }
+    detail::write_state_dict_index(config.output.path, out, std::move(weight_map));
+  } else {
+    throw error("convert writes the distributed and state_dict formats; the external format needs the model's "
+                "converter (see the example trainer)");
+  }
+  return "converted " + std::to_string(tensors) + " tensors of " + std::to_string(reader.parameters().size()) +
+         " parameters to " + config.output.path.string();
+}
+
+} // namespace cairn::tool
