@@ -47,9 +47,12 @@ void save_checkpoint(model_state const& state, Comm& comm, checkpoint_save_confi
 /// checkpoint's metadata. Every element of every requested shard is accounted for: anything
 /// missing, unexpected, duplicated or mismatched is a checkpoint_error on every rank, listing
 /// all problems. Optimizer state not loaded is zeroed. Collective.
-template <comm::communicator Comm>
-checkpoint_metadata load_checkpoint(model_state& state, Comm& comm, checkpoint_load_config const& config) {
-  return detail::with_format(config.format, [&](auto policy) { return decltype(policy)::load(state, comm, config); });
+/// Checksums are verified unless `verify` is verification::none.
+template <comm::communicator Comm> checkpoint_metadata load_checkpoint(model_state& state, Comm& comm,
+                                                                       checkpoint_load_config const& config,
+                                                                       verification verify = verification::checksums) {
+  return detail::with_format(config.format,
+                             [&](auto policy) { return decltype(policy)::load(state, comm, config, verify); });
 }
 
 } // namespace cairn

@@ -66,8 +66,8 @@ struct distributed {
     comm.barrier();
   }
 
-  template <class Comm>
-  static checkpoint_metadata load(model_state& state, Comm& comm, checkpoint_load_config const& config) {
+  template <class Comm> static checkpoint_metadata load(model_state& state, Comm& comm,
+                                                        checkpoint_load_config const& config, verification verify) {
     state.check();
     auto metadata = read_checkpoint_metadata(metadata_file(config.path));
     detail::load_report report;
@@ -108,9 +108,7 @@ struct distributed {
           }
           try {
             auto& f = file(r);
-            auto const& tensor = f.at(path);
-            if (f.metadata().contains(io::checksum_key(tensor.name))) f.verify(tensor);
-            sources.push_back({f.bytes(tensor), tensor.dtype, saved->shard});
+            sources.push_back(detail::source_from(f, f.at(path), saved->shard, verify));
           } catch (error const& e) {
             report.add(path, e.what());
             mismatch = true;

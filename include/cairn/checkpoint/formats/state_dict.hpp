@@ -9,7 +9,7 @@
 #include <cairn/checkpoint/formats/distributed.hpp>
 #include <cairn/io/index.hpp>
 
-#include <ATen/ops/zeros.h>
+#include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -58,25 +58,45 @@ struct state_dict {
       for (auto i : shards) {
         // Each rank contributes its part (replicated parameters: rank 0 only); the writer
         // assembles the whole tensor from them.
-        // Gathered as bytes: not every backend carries every element type (Gloo has no bfloat16).
-        bool contributes = mine && (!mine->layout.replicated || comm.rank() == 0);
-        auto local = contributes ? mine->shards[i].to(c10::Device(c10::kCPU)).reshape({-1}).contiguous().view(at::kByte)
-                                 : at::empty({0}, at::TensorOptions().dtype(at::kByte));
-        auto parts = comm.all_gather(local.to(comm.device()));
         auto tensor = detail::tensor_name(name, state.shard_names[i]);
         weight_map[tensor] = file_name(file_of[name]);
-        if (comm.rank() != writer_rank) continue;
-        auto whole = at::zeros({static_cast<std::int64_t>(detail::whole_numel(p))},
-                               at::TensorOptions().dtype(to_scalar_type(p.dtype)));
-        auto target = tensor_bytes(whole);
-        auto size = io::size_of(p.dtype);
-        for (std::size_t r = 0; r < parts.size(); ++r) {
-          auto const* held = ranks[r].find(name);
-          if (!held || parts[r].numel() == 0) continue;
-          auto part = parts[r].to(c10::Device(c10::kCPU)).contiguous();
-          auto source = tensor_bytes(part);
-          for (auto const& run : overlap(p.shape, held->shard, shard_layout::whole(p.shape)))
-            std::memcpy(target.data() + run.target * size, source.data() + run.source * size, run.length * size);
+        // When every rank holds the whole parameter (one process, or replicated), the writer
+        // writes its own tensor; otherwise the parts are gathered and assembled.
+        bool everyone_whole = std::all_of(ranks.begin(), ranks.end(), [&](rank_layout const& r) {
+          auto const* held = r.find(name);
+          return held && held->shard.numel() == detail::whole_numel(p) &&
+                 held->shard.box_numel() == held->shard.numel();
+        });
+        at::Tensor whole;
+        if (everyone_whole) {
+          if (comm.rank() != writer_rank) continue;
+          whole = mine->shards[i].to(c10::Device(c10::kCPU)).reshape({-1}).contiguous();
+        } else {
+          // Gathered as bytes: not every backend carries every element type (Gloo has no bfloat16).
+          bool contributes = mine && (!mine->layout.replicated || comm.rank() == 0);
+          auto local = contributes
+                           ? mine->shards[i].to(c10::Device(c10::kCPU)).reshape({-1}).contiguous().view(at::kByte)
+                           : at::empty({0}, at::TensorOptions().dtype(at::kByte));
+          auto parts = comm.all_gather(local.to(comm.device()));
+          if (comm.rank() != writer_rank) continue;
+          whole = at::empty({static_cast<std::int64_t>(detail::whole_numel(p))},
+                            at::TensorOptions().dtype(to_scalar_type(p.dtype)));
+          auto target = tensor_bytes(whole);
+          auto size = io::size_of(p.dtype);
+          std::uint64_t covered = 0;
+          for (std::size_t r = 0; r < parts.size(); ++r) {
+            auto const* held = ranks[r].find(name);
+            if (!held || parts[r].numel() == 0) continue;
+            auto part = parts[r].to(c10::Device(c10::kCPU)).contiguous();
+            auto source = tensor_bytes(part);
+            for (auto const& run : overlap(p.shape, held->shard, shard_layout::whole(p.shape))) {
+              std::memcpy(target.data() + run.target * size, source.data() + run.source * size, run.length * size);
+              covered += run.length;
+            }
+          }
+          if (covered != detail::whole_numel(p))
+            throw error("cannot save '" + tensor + "': the ranks hold " + std::to_string(covered) + " of its " +
+                        std::to_string(detail::whole_numel(p)) + " elements");
         }
         keep_alive.push_back(whole);
         writers[file_of[name]]->add(tensor, p.dtype, p.shape, tensor_bytes(whole),
@@ -104,8 +124,8 @@ struct state_dict {
     comm.barrier();
   }
 
-  template <class Comm>
-  static checkpoint_metadata load(model_state& state, Comm& comm, checkpoint_load_config const& config) {
+  template <class Comm> static checkpoint_metadata load(model_state& state, Comm& comm,
+                                                        checkpoint_load_config const& config, verification verify) {
     state.check();
     auto index_path = state_dict_index(config.path);
     auto index = io::read_index(index_path);
@@ -134,9 +154,8 @@ struct state_dict {
           auto& slot = files[entry->second];
           if (!slot) slot = std::make_unique<io::safetensors_file>(config.path / entry->second);
           auto const& tensor = slot->at(path);
-          if (slot->metadata().contains(io::checksum_key(tensor.name))) slot->verify(tensor);
           if (tensor.shape != p.layout.shape) throw error("its file holds another shape");
-          sources.push_back({slot->bytes(tensor), tensor.dtype, shard_layout::whole(p.layout.shape)});
+          sources.push_back(detail::source_from(*slot, tensor, shard_layout::whole(p.layout.shape), verify));
         } catch (error const& e) {
           report.add(path, e.what());
           continue;

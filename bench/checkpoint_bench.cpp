@@ -1,0 +1,158 @@
+// Checkpoint formats against baselines in the same run, in one process:
+//   distributed save / load of the state against a plain write (with fsync) / read of its bytes,
+//   a resharding load against the same-layout load,
+//   state_dict save / load against libtorch's own torch::save / torch::load of the same tensors.
+//
+//     build/bin/cairn-bench-checkpoint [GiB, default 2] [directory, default the temp directory]
+#include <cairn/checkpoint.hpp>
+#include <cairn/comm/single_process.hpp>
+#include <cairn/io/file.hpp>
+
+#include <ATen/ATen.h>
+#include <torch/serialize.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
+#include <filesystem>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+cairn::model_state make_state(std::size_t bytes, bool flat_layout) {
+  cairn::model_state state;
+  // Parameters of 256 MiB down to 1 MiB, like the layers of a model.
+  std::int64_t const sizes[] = {64 << 20, 16 << 20, 4 << 20, 1 << 20, 256 << 10};
+  std::size_t total = 0;
+  for (int i = 0; total < bytes; ++i) {
+    auto numel = std::min<std::int64_t>(sizes[i % 5], static_cast<std::int64_t>((bytes - total) / 4));
+    cairn::parameter_state p;
+    std::vector<std::uint64_t> shape{static_cast<std::uint64_t>(numel / 256), 256};
+    p.layout = {"layer" + std::to_string(i) + ".weight", shape, cairn::io::dtype::F32, false,
+                cairn::shard_layout::whole(shape)};
+    if (flat_layout) p.layout.shard.flat = cairn::flat_range{0, p.layout.shard.box_numel()};
+    p.shards.push_back(at::rand({numel / 256 * 256}));
+    total += static_cast<std::size_t>(p.shards.back().nbytes());
+    state.parameters.push_back(std::move(p));
+  }
+  return state;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  double gib = argc > 1 ? std::atof(argv[1]) : 2.0;
+  auto dir = std::filesystem::path(argc > 2 ? argv[2] : std::filesystem::temp_directory_path().string()) /
+             ("cairn-bench-checkpoint-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto bytes = static_cast<std::size_t>(gib * double(1u << 30));
+  cairn::comm::single_process comm;
+  auto state = make_state(bytes, false);
+  auto target = make_state(bytes, false);
+  auto resharded = make_state(bytes, true); // another layout of the same elements: the overlap path
+  std::vector<at::Tensor> tensors;
+  for (auto const& p : state.parameters) tensors.push_back(p.shards[0]);
+
+  auto save_config = [&](cairn::checkpoint_format format, std::string const& name) {
+    cairn::checkpoint_save_config c;
+    c.path = dir / name;
+    c.format = format;
+    return c;
+  };
+  auto load_config = [&](cairn::checkpoint_format format, std::string const& name) {
+    cairn::checkpoint_load_config c;
+    c.path = dir / name;
+    c.format = format;
+    return c;
+  };
+  auto plain = dir / "plain.bin";
+  std::vector<std::byte> buffer(bytes);
+
+  double t_plain_write = 1e30, t_plain_read = 1e30, t_dist_save = 1e30, t_dist_load = 1e30, t_reshard = 1e30,
+         t_sd_save = 1e30, t_sd_load = 1e30, t_torch_save = 1e30, t_torch_load = 1e30, t_fast_load = 1e30;
+  int const rounds = 3; // interleaved, so that the disk's drift hits every contender alike
+  for (int round = 0; round < rounds; ++round) {
+    // Every save goes to a fresh place, as checkpoints do: freeing an old file is not timed.
+    for (auto const* name : {"plain.bin", "dist", "sd", "torch.pt"}) std::filesystem::remove_all(dir / name);
+    auto t = clock_type::now();
+    {
+      auto fd = cairn::io::open_file(plain, O_WRONLY | O_CREAT | O_TRUNC);
+      for (auto const& x : tensors) cairn::io::write_all(fd.get(), cairn::tensor_bytes(x), plain);
+      cairn::io::fsync_file(fd.get(), plain);
+    }
+    t_plain_write = std::min(t_plain_write, since(t));
+    t = clock_type::now();
+    cairn::save_checkpoint(state, comm, save_config(cairn::checkpoint_format::distributed, "dist"));
+    t_dist_save = std::min(t_dist_save, since(t));
+    t = clock_type::now();
+    cairn::save_checkpoint(state, comm, save_config(cairn::checkpoint_format::state_dict, "sd"));
+    t_sd_save = std::min(t_sd_save, since(t));
+    t = clock_type::now();
+    torch::save(tensors, (dir / "torch.pt").string());
+    {
+      auto fd = cairn::io::open_file(dir / "torch.pt", O_RDONLY);
+      cairn::io::fsync_file(fd.get(), dir / "torch.pt"); // durable, as the others are
+    }
+    t_torch_save = std::min(t_torch_save, since(t));
+
+    t = clock_type::now();
+    {
+      auto fd = cairn::io::open_file(plain, O_RDONLY);
+      std::size_t done = 0;
+      while (done < bytes) {
+        auto n = ::read(fd.get(), buffer.data() + done, bytes - done);
+        if (n <= 0) break;
+        done += static_cast<std::size_t>(n);
+      }
+    }
+    t_plain_read = std::min(t_plain_read, since(t));
+    t = clock_type::now();
+    cairn::load_checkpoint(target, comm, load_config(cairn::checkpoint_format::distributed, "dist"));
+    t_dist_load = std::min(t_dist_load, since(t));
+    t = clock_type::now();
+    cairn::load_checkpoint(target, comm, load_config(cairn::checkpoint_format::distributed, "dist"),
+                           cairn::verification::none);
+    t_fast_load = std::min(t_fast_load, since(t));
+    t = clock_type::now();
+    cairn::load_checkpoint(resharded, comm, load_config(cairn::checkpoint_format::distributed, "dist"));
+    t_reshard = std::min(t_reshard, since(t));
+    t = clock_type::now();
+    cairn::load_checkpoint(target, comm, load_config(cairn::checkpoint_format::state_dict, "sd"));
+    t_sd_load = std::min(t_sd_load, since(t));
+    t = clock_type::now();
+    std::vector<at::Tensor> loaded;
+    torch::load(loaded, (dir / "torch.pt").string());
+    t_torch_load = std::min(t_torch_load, since(t));
+  }
+  if (!target.parameters[0].shards[0].equal(state.parameters[0].shards[0])) {
+    std::fprintf(stderr, "the loaded state differs from the saved one\n");
+    return 1;
+  }
+  double gb = double(bytes) / 1e9;
+  std::printf("checkpoint formats: %.2f GiB of F32 in %zu parameters, one process, best of %d, in %s\n", gib,
+              state.parameters.size(), rounds, dir.c_str());
+  std::printf("  plain write + fsync (baseline)        %6.2f GB/s\n", gb / t_plain_write);
+  std::printf("  distributed save                      %6.2f GB/s  (%.2fx the plain write)\n", gb / t_dist_save,
+              t_plain_write / t_dist_save);
+  std::printf("  plain read (baseline)                 %6.2f GB/s\n", gb / t_plain_read);
+  std::printf("  distributed load, same layout         %6.2f GB/s  (%.2fx the plain read)\n", gb / t_dist_load,
+              t_plain_read / t_dist_load);
+  std::printf("  the same, checksums not verified      %6.2f GB/s  (%.2fx the plain read)\n", gb / t_fast_load,
+              t_plain_read / t_fast_load);
+  std::printf("  distributed load, resharded           %6.2f GB/s  (%.2fx the same-layout load)\n", gb / t_reshard,
+              t_dist_load / t_reshard);
+  std::printf("  torch::save + fsync (baseline)        %6.2f GB/s\n", gb / t_torch_save);
+  std::printf("  state_dict save                       %6.2f GB/s  (%.2fx torch::save)\n", gb / t_sd_save,
+              t_torch_save / t_sd_save);
+  std::printf("  torch::load (baseline)                %6.2f GB/s\n", gb / t_torch_load);
+  std::printf("  state_dict load                       %6.2f GB/s  (%.2fx torch::load)\n", gb / t_sd_load,
+              t_torch_load / t_sd_load);
+  std::filesystem::remove_all(dir);
+  return 0;
+}
