@@ -1,4 +1,6 @@
 // build/bin/cairn: inspect and verify checkpoint files, launch local distributed runs.
+#include <cairn/checkpoint/detail/files.hpp>
+#include <cairn/checkpoint/metadata.hpp>
 #include <cairn/io.hpp>
 
 #include <boost/json/serialize.hpp>
@@ -49,10 +51,42 @@ std::string shape_text(std::vector<std::uint64_t> const& shape) {
   return text + "]";
 }
 
+/// The format of a checkpoint directory, from the files it holds.
+std::string detect_format(std::filesystem::path const& path) {
+  if (!std::filesystem::is_directory(path)) return "safetensors file";
+  if (std::filesystem::exists(cairn::formats::metadata_file(path))) return "distributed";
+  if (std::filesystem::exists(cairn::formats::state_dict_index(path))) return "state_dict";
+  if (std::filesystem::exists(path / "config.json")) return "external";
+  return "directory of safetensors files";
+}
+
+/// The checkpoint metadata of a distributed or state_dict directory.
+std::optional<cairn::checkpoint_metadata> metadata_of(std::filesystem::path const& path, std::string const& format) {
+  if (format == "distributed") return cairn::read_checkpoint_metadata(cairn::formats::metadata_file(path));
+  if (format == "state_dict") {
+    auto index = cairn::io::read_index(cairn::formats::state_dict_index(path));
+    return cairn::parse_checkpoint_metadata(index.metadata, cairn::formats::state_dict_index(path).string());
+  }
+  return std::nullopt;
+}
+
 int inspect(std::filesystem::path const& path) {
   if (!std::filesystem::exists(path)) {
     std::fprintf(stderr, "cairn inspect: %s: no such file or directory\n", path.c_str());
     return 1;
+  }
+  auto format = detect_format(path);
+  std::printf("format: %s\n", format.c_str());
+  if (auto metadata = metadata_of(path, format)) {
+    std::printf("version: %s\n", metadata->version.c_str());
+    std::string shards;
+    for (auto const& s : metadata->shard_names) shards += (shards.empty() ? "" : ", ") + s;
+    std::printf("state shards: %s\n", shards.c_str());
+    if (!metadata->ranks.empty()) std::printf("saved by %zu ranks\n", metadata->ranks.size());
+    std::printf("metadata: %s\n", cairn::detail::compact(metadata->metadata).c_str());
+    std::printf("config: %s", cairn::detail::pretty(metadata->config).c_str());
+  } else if (format == "external") {
+    std::printf("config: %s", cairn::detail::pretty(cairn::read_json_file(path / "config.json")).c_str());
   }
   std::uint64_t tensors = 0, elements = 0, bytes = 0;
   auto files = safetensors_files(path);
@@ -96,6 +130,40 @@ int verify(std::filesystem::path const& path) {
       } catch (cairn::error const& e) {
         problems.emplace_back(e.what());
       }
+    }
+    try {
+      auto format = detect_format(path);
+      if (auto metadata = metadata_of(path, format); metadata && format == "distributed") {
+        // Every saved rank's file, with every tensor its layout lists.
+        for (std::size_t r = 0; r < metadata->ranks.size(); ++r) {
+          auto file_path = cairn::formats::rank_file(path, static_cast<int>(r));
+          if (!std::filesystem::exists(file_path)) {
+            problems.push_back(file_path.string() + ": missing (rank " + std::to_string(r) + " of " +
+                               std::to_string(metadata->ranks.size()) + ")");
+            continue;
+          }
+          try {
+            cairn::io::safetensors_file file(file_path);
+            for (auto const& p : metadata->ranks[r].parameters) {
+              if (p.replicated && r != 0) continue;
+              for (auto const& shard : metadata->shard_names) {
+                auto const* t = file.find(cairn::detail::tensor_name(p.name, shard));
+                if (!t)
+                  problems.push_back(file_path.string() + ": tensor '" + cairn::detail::tensor_name(p.name, shard) +
+                                     "' is missing");
+                else if (t->numel() != p.shard.numel())
+                  problems.push_back(file_path.string() + ": tensor '" + t->name + "' holds " +
+                                     std::to_string(t->numel()) + " elements, its layout " +
+                                     std::to_string(p.shard.numel()));
+              }
+            }
+          } catch (cairn::error const&) {
+            // the file's own problem is reported with the files
+          }
+        }
+      }
+    } catch (cairn::error const& e) {
+      problems.emplace_back(e.what());
     }
     if (std::filesystem::is_directory(path)) {
       for (auto const& entry : std::filesystem::directory_iterator(path)) {

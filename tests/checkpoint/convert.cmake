@@ -19,4 +19,15 @@ run(${TOOL} convert input.path=${WORK_DIR}/s1 input.format=state_dict output.pat
     output.format=distributed)
 run(${TOOL} verify ${WORK_DIR}/d2)
 run(${TOOL} launch -n 2 -- ${WORKER} load ${WORK_DIR}/d2 distributed mixed)
+
+# inspect names the format; verify fails, naming the file, when a rank's file is gone.
+execute_process(COMMAND ${TOOL} inspect ${WORK_DIR}/d1 OUTPUT_VARIABLE out RESULT_VARIABLE result)
+if(NOT result EQUAL 0 OR NOT out MATCHES "format: distributed" OR NOT out MATCHES "saved by 2 ranks")
+  message(FATAL_ERROR "inspect of a distributed checkpoint:\n${out}")
+endif()
+file(REMOVE ${WORK_DIR}/d1/rank_1.safetensors)
+execute_process(COMMAND ${TOOL} verify ${WORK_DIR}/d1 ERROR_VARIABLE err RESULT_VARIABLE result)
+if(result EQUAL 0 OR NOT err MATCHES "rank_1.safetensors: missing \\(rank 1 of 2\\)")
+  message(FATAL_ERROR "verify accepted a checkpoint without rank 1's file (${result}):\n${err}")
+endif()
 file(REMOVE_RECURSE ${WORK_DIR})
