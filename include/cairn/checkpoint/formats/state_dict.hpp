@@ -6,6 +6,7 @@
 // state_dict.safetensors.index.json, whose metadata holds the checkpoint metadata. Writing is
 // spread over the ranks (file i by rank i mod world size). Loads into any layout.
 
+#include <cairn/checkpoint/detail/gather.hpp>
 #include <cairn/checkpoint/formats/distributed.hpp>
 #include <cairn/io/index.hpp>
 
@@ -53,53 +54,14 @@ struct state_dict {
         writers[i] = std::make_unique<io::safetensors_writer>(config.path / file_name(i));
 
     for (auto const& [name, p] : parameters) {
-      auto const* mine = find(state, name);
       auto writer_rank = static_cast<int>(file_of[name] % static_cast<std::size_t>(comm.size()));
       for (auto i : shards) {
-        // Each rank contributes its part (replicated parameters: rank 0 only); the writer
-        // assembles the whole tensor from them.
         auto tensor = detail::tensor_name(name, state.shard_names[i]);
         weight_map[tensor] = file_name(file_of[name]);
-        // When every rank holds the whole parameter (one process, or replicated), the writer
-        // writes its own tensor; otherwise the parts are gathered and assembled.
-        bool everyone_whole = std::all_of(ranks.begin(), ranks.end(), [&](rank_layout const& r) {
-          auto const* held = r.find(name);
-          return held && held->shard.numel() == detail::whole_numel(p) &&
-                 held->shard.box_numel() == held->shard.numel();
-        });
-        at::Tensor whole;
-        if (everyone_whole) {
-          if (comm.rank() != writer_rank) continue;
-          whole = mine->shards[i].to(c10::Device(c10::kCPU)).reshape({-1}).contiguous();
-        } else {
-          // Gathered as bytes: not every backend carries every element type (Gloo has no bfloat16).
-          bool contributes = mine && (!mine->layout.replicated || comm.rank() == 0);
-          auto local = contributes
-                           ? mine->shards[i].to(c10::Device(c10::kCPU)).reshape({-1}).contiguous().view(at::kByte)
-                           : at::empty({0}, at::TensorOptions().dtype(at::kByte));
-          auto parts = comm.all_gather(local.to(comm.device()));
-          if (comm.rank() != writer_rank) continue;
-          whole = at::empty({static_cast<std::int64_t>(detail::whole_numel(p))},
-                            at::TensorOptions().dtype(to_scalar_type(p.dtype)));
-          auto target = tensor_bytes(whole);
-          auto size = io::size_of(p.dtype);
-          std::uint64_t covered = 0;
-          for (std::size_t r = 0; r < parts.size(); ++r) {
-            auto const* held = ranks[r].find(name);
-            if (!held || parts[r].numel() == 0) continue;
-            auto part = parts[r].to(c10::Device(c10::kCPU)).contiguous();
-            auto source = tensor_bytes(part);
-            for (auto const& run : overlap(p.shape, held->shard, shard_layout::whole(p.shape))) {
-              std::memcpy(target.data() + run.target * size, source.data() + run.source * size, run.length * size);
-              covered += run.length;
-            }
-          }
-          if (covered != detail::whole_numel(p))
-            throw error("cannot save '" + tensor + "': the ranks hold " + std::to_string(covered) + " of its " +
-                        std::to_string(detail::whole_numel(p)) + " elements");
-        }
-        keep_alive.push_back(whole);
-        writers[file_of[name]]->add(tensor, p.dtype, p.shape, tensor_bytes(whole),
+        auto whole = detail::gather_whole(state, comm, ranks, p, i, writer_rank);
+        if (!whole) continue;
+        keep_alive.push_back(*whole);
+        writers[file_of[name]]->add(tensor, p.dtype, p.shape, tensor_bytes(keep_alive.back()),
                                     detail::stored_type(p.dtype, config.data_type));
       }
     }
@@ -173,12 +135,6 @@ struct state_dict {
     return metadata;
   }
 
-private:
-  static parameter_state const* find(model_state const& state, std::string const& name) {
-    for (auto const& p : state.parameters)
-      if (p.layout.name == name) return &p;
-    return nullptr;
-  }
 };
 
 } // namespace cairn::formats

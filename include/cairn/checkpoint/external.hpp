@@ -1,0 +1,349 @@
+#pragma once
+// cairn: requires libtorch
+
+// The external format: another framework's checkpoint (Hugging Face's: config.json,
+// model.safetensors or model-0000i-of-0000n.safetensors with model.safetensors.index.json),
+// through a converter that maps the model config and the weights both ways. Weights only: the
+// configs refuse optimizer state in this format before launch.
+
+#include <cairn/checkpoint/config.hpp>
+#include <cairn/checkpoint/detail/gather.hpp>
+#include <cairn/checkpoint/detail/transfer.hpp>
+#include <cairn/checkpoint/state.hpp>
+#include <cairn/comm/strings.hpp>
+#include <cairn/config/json.hpp>
+#include <cairn/io/index.hpp>
+#include <cairn/io/safetensors.hpp>
+#include <cairn/io/safetensors_writer.hpp>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace cairn::external {
+
+/// How a model config (as JSON) and an external config.json map onto each other: keys renamed,
+/// constants written (and checked on load), keys ignored, values computed both ways.
+class config_mapping {
+public:
+  /// Our `ours` (a dotted path in the model config) is their `theirs`.
+  config_mapping& renamed(std::string ours, std::string theirs) {
+    rules_.push_back({theirs,
+                      [=](boost::json::object const& in, boost::json::object& out) {
+                        if (auto const* v = find(in, ours)) out[theirs] = *v;
+                      },
+                      [=](boost::json::value const& v, boost::json::object& out) { set(out, ours, v); }});
+    return *this;
+  }
+  /// Their `theirs` is always `value`; a config.json that says otherwise is refused.
+  config_mapping& constant(std::string theirs, boost::json::value value) {
+    rules_.push_back({theirs, [=](boost::json::object const&, boost::json::object& out) { out[theirs] = value; },
+                      [=](boost::json::value const& v, boost::json::object&) {
+                        if (v != value)
+                          throw error("'" + theirs + "' must be " + detail::compact(value) + ", got " +
+                                      detail::compact(v));
+                      }});
+    return *this;
+  }
+  /// Their `theirs` means nothing to us: not written, skipped when read.
+  config_mapping& ignored(std::string theirs) {
+    rules_.push_back({theirs, [](boost::json::object const&, boost::json::object&) {},
+                      [](boost::json::value const&, boost::json::object&) {}});
+    return *this;
+  }
+  /// Their `theirs` is computed from our config, and sets ours when read.
+  config_mapping& computed(std::string theirs, std::function<boost::json::value(boost::json::object const&)> to_theirs,
+                           std::function<void(boost::json::value const&, boost::json::object&)> to_ours) {
+    rules_.push_back({theirs,
+                      [=](boost::json::object const& in, boost::json::object& out) { out[theirs] = to_theirs(in); },
+                      to_ours});
+    return *this;
+  }
+
+  [[nodiscard]] boost::json::object to_external(boost::json::object const& ours) const {
+    boost::json::object out;
+    for (auto const& rule : rules_) rule.write(ours, out);
+    return out;
+  }
+
+  /// Our model config's JSON from theirs. Keys no rule knows are errors, all listed, naming `source`.
+  [[nodiscard]] boost::json::object to_ours(boost::json::object const& theirs, std::string const& source) const {
+    boost::json::object out;
+    std::vector<diagnostic> problems;
+    for (auto const& entry : theirs) {
+      auto rule = std::find_if(rules_.begin(), rules_.end(), [&](auto const& r) { return r.key == entry.key(); });
+      if (rule == rules_.end()) {
+        problems.push_back({source, "unknown key '" + std::string(entry.key()) + "'"});
+        continue;
+      }
+      try {
+        rule->read(entry.value(), out);
+      } catch (std::exception const& e) {
+        problems.push_back({source, e.what()});
+      }
+    }
+    if (!problems.empty()) throw config_error(std::move(problems));
+    return out;
+  }
+
+private:
+  struct mapping_rule {
+    std::string key;
+    std::function<void(boost::json::object const&, boost::json::object&)> write;
+    std::function<void(boost::json::value const&, boost::json::object&)> read;
+  };
+  static boost::json::value const* find(boost::json::object const& in, std::string const& path) {
+    boost::json::value const* at = nullptr;
+    boost::json::object const* object = &in;
+    for (auto part : cairn::detail::split_key(path)) {
+      if (!object) return nullptr;
+      at = object->if_contains(boost::json::string_view(part.data(), part.size()));
+      if (!at) return nullptr;
+      object = at->is_object() ? &at->get_object() : nullptr;
+    }
+    return at;
+  }
+  static void set(boost::json::object& out, std::string const& path, boost::json::value const& v) {
+    boost::json::value root = std::move(out);
+    auto parts = cairn::detail::split_key(path);
+    cairn::detail::set_at(root, parts, v);
+    out = std::move(root.get_object());
+  }
+  std::vector<mapping_rule> rules_;
+};
+
+/// Tensors mapped between our parameters and theirs: renamed, transformed, split or merged.
+struct weight_rule {
+  std::vector<std::string> ours;
+  std::vector<std::string> theirs;
+  std::function<std::vector<at::Tensor>(std::vector<at::Tensor> const&)> to_theirs;
+  std::function<std::vector<at::Tensor>(std::vector<at::Tensor> const&)> to_ours;
+};
+
+/// Our `ours` is their `theirs`, unchanged.
+inline weight_rule renamed(std::string ours, std::string theirs) {
+  auto same = [](std::vector<at::Tensor> const& t) { return t; };
+  return {{std::move(ours)}, {std::move(theirs)}, same, same};
+}
+/// Our 2-D `ours` is their `theirs` transposed.
+inline weight_rule transposed(std::string ours, std::string theirs) {
+  auto flip = [](std::vector<at::Tensor> const& t) { return std::vector<at::Tensor>{t[0].t().contiguous()}; };
+  return {{std::move(ours)}, {std::move(theirs)}, flip, flip};
+}
+/// Our `ours` is their `theirs` concatenated along `dim` (a fused projection, say), in equal parts.
+inline weight_rule split(std::string ours, std::vector<std::string> theirs, std::int64_t dim) {
+  auto parts = static_cast<std::int64_t>(theirs.size());
+  return {{std::move(ours)},
+          std::move(theirs),
+          [=](std::vector<at::Tensor> const& t) {
+            std::vector<at::Tensor> out;
+            for (auto& piece : t[0].chunk(parts, dim)) out.push_back(piece.contiguous());
+            return out;
+          },
+          [=](std::vector<at::Tensor> const& t) { return std::vector<at::Tensor>{at::cat(t, dim)}; }};
+}
+
+/// Our `ours` (several parameters) are their one `theirs`, concatenated along `dim`.
+inline weight_rule merged(std::vector<std::string> ours, std::string theirs, std::int64_t dim) {
+  auto parts = static_cast<std::int64_t>(ours.size());
+  return {std::move(ours),
+          {std::move(theirs)},
+          [=](std::vector<at::Tensor> const& t) { return std::vector<at::Tensor>{at::cat(t, dim)}; },
+          [=](std::vector<at::Tensor> const& t) {
+            std::vector<at::Tensor> out;
+            for (auto& piece : t[0].chunk(parts, dim)) out.push_back(piece.contiguous());
+            return out;
+          }};
+}
+
+/// Everything cairn needs to read and write another framework's checkpoints of a model.
+template <class Model> struct converter {
+  std::string model_type;
+  config_mapping config;
+  std::function<std::vector<weight_rule>(Model const&)> weights;
+};
+
+namespace detail {
+inline std::string shard_file(std::size_t i, std::size_t n) {
+  char name[64];
+  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+  return name;
+}
+} // namespace detail
+
+/// Saves the model weights of `state` in the external format of `conv`, with `model` as its
+/// config.json. Every parameter must be covered by a weight rule. Collective; rank 0 writes.
+template <class Model, class Comm> void save(model_state const& state, Comm& comm, converter<Model> const& conv,
+                                             Model const& model, checkpoint_save_config const& config) {
+  state.check();
+  std::vector<rank_layout> ranks;
+  for (auto const& text : comm::all_gather_strings(comm, cairn::detail::compact(to_json(state.layout()))))
+    ranks.push_back(parse<rank_layout>(parse_json(text)));
+  std::map<std::string, parameter_layout> parameters;
+  for (auto const& r : ranks)
+    for (auto const& p : r.parameters) parameters.try_emplace(p.name, p);
+
+  auto rules = conv.weights(model);
+  std::set<std::string> covered;
+  std::vector<at::Tensor> tensors;
+  std::vector<std::string> names;
+  for (auto const& rule : rules) {
+    std::vector<at::Tensor> ours;
+    for (auto const& name : rule.ours) {
+      auto p = parameters.find(name);
+      if (p == parameters.end())
+        throw error("the " + conv.model_type + " converter expects a parameter '" + name + "'");
+      covered.insert(name);
+      auto whole = cairn::detail::gather_whole(state, comm, ranks, p->second, 0, 0);
+      if (whole) {
+        std::vector<std::int64_t> shape(p->second.shape.begin(), p->second.shape.end());
+        ours.push_back(whole->view(shape));
+      }
+    }
+    if (comm.rank() != 0) continue;
+    auto theirs = rule.to_theirs(ours);
+    for (std::size_t i = 0; i < theirs.size(); ++i) {
+      tensors.push_back(theirs[i].contiguous());
+      names.push_back(rule.theirs[i]);
+    }
+  }
+  for (auto const& [name, p] : parameters)
+    if (!covered.contains(name))
+      throw error("parameter '" + name + "' has no external name in the " + conv.model_type + " converter");
+
+  if (comm.rank() == 0) {
+    std::filesystem::create_directories(config.path);
+    std::vector<std::size_t> file_of;
+    std::size_t files = 1;
+    std::uint64_t in_file = 0;
+    for (auto const& t : tensors) {
+      auto n = static_cast<std::uint64_t>(t.numel());
+      if (in_file > 0 && in_file + n > config.parameters_per_file) {
+        ++files;
+        in_file = 0;
+      }
+      file_of.push_back(files - 1);
+      in_file += n;
+    }
+    io::safetensors_index index;
+    std::uint64_t total = 0;
+    for (std::size_t f = 0; f < files; ++f) {
+      auto file_name = files == 1 ? std::string("model.safetensors") : detail::shard_file(f, files);
+      io::safetensors_writer writer(config.path / file_name);
+      writer.set_metadata("format", "pt");
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        if (file_of[i] != f) continue;
+        auto dtype = to_dtype(tensors[i].scalar_type());
+        std::vector<std::uint64_t> shape(tensors[i].sizes().begin(), tensors[i].sizes().end());
+        auto stored = cairn::detail::stored_type(dtype, config.data_type);
+        writer.add(names[i], dtype, shape, tensor_bytes(tensors[i]), stored);
+        index.weight_map[names[i]] = file_name;
+        total += static_cast<std::uint64_t>(tensors[i].numel()) * io::size_of(stored);
+      }
+      writer.write();
+    }
+    if (files > 1) {
+      index.metadata["total_size"] = total;
+      io::write_index(config.path / "model.safetensors.index.json", index);
+    }
+    auto external = conv.config.to_external(to_json(model).as_object());
+    external["model_type"] = conv.model_type;
+    auto text = cairn::detail::pretty(external);
+    io::write_file_atomically(config.path / "config.json", std::as_bytes(std::span(text)));
+  }
+  comm.barrier();
+}
+
+/// The model config of an external checkpoint, through the converter's config mapping.
+template <class Model> Model load_config(converter<Model> const& conv, std::filesystem::path const& path) {
+  auto file = path / "config.json";
+  auto document = read_json_file(file);
+  if (!document.is_object()) throw config_error({{file.string(), "config.json must be a JSON object"}});
+  auto theirs = document.get_object();
+  auto const* type = theirs.if_contains("model_type");
+  if (!type || *type != boost::json::value(conv.model_type))
+    throw config_error({{file.string(), "model_type must be \"" + conv.model_type + "\", got " +
+                                            (type ? cairn::detail::compact(*type) : std::string("nothing"))}});
+  theirs.erase("model_type");
+  return from_json<Model>(conv.config.to_ours(theirs, file.string()));
+}
+
+/// Loads the model weights of an external checkpoint into `state` (any layout). `model` is the
+/// config the weights are mapped with. Every element accounted for, as for cairn's own formats;
+/// the optimizer state is zeroed. Collective (each rank reads what it needs).
+template <class Model, class Comm> void load(model_state& state, Comm& comm, converter<Model> const& conv,
+                                             Model const& model, checkpoint_load_config const& config,
+                                             verification verify = verification::checksums) {
+  state.check();
+  cairn::detail::load_report report;
+  std::map<std::string, std::string> file_of;
+  auto index_path = config.path / "model.safetensors.index.json";
+  if (std::filesystem::exists(index_path)) {
+    file_of = io::read_index(index_path).weight_map;
+  } else {
+    io::safetensors_file single(config.path / "model.safetensors");
+    for (auto const& t : single.tensors()) file_of[t.name] = "model.safetensors";
+  }
+  std::map<std::string, std::unique_ptr<io::safetensors_file>> files;
+  std::set<std::string> used, loaded;
+  for (auto const& rule : conv.weights(model)) {
+    bool wanted = std::any_of(rule.ours.begin(), rule.ours.end(), [&](auto const& n) { return state.find(n); });
+    if (!wanted) continue;
+    std::vector<at::Tensor> theirs;
+    try {
+      for (auto const& name : rule.theirs) {
+        auto entry = file_of.find(name);
+        if (entry == file_of.end()) throw error("tensor '" + name + "' is not in the checkpoint");
+        auto& slot = files[entry->second];
+        if (!slot) slot = std::make_unique<io::safetensors_file>(config.path / entry->second);
+        auto const& info = slot->at(name);
+        if (verify == verification::checksums && slot->metadata().contains(io::checksum_key(name))) slot->verify(info);
+        std::vector<std::int64_t> shape(info.shape.begin(), info.shape.end());
+        auto t = at::empty(shape, at::TensorOptions().dtype(to_scalar_type(info.dtype)));
+        auto bytes = slot->bytes(info);
+        std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+        theirs.push_back(t);
+        used.insert(name);
+      }
+    } catch (error const& e) {
+      report.add(rule.ours.front(), e.what());
+      continue;
+    }
+    auto ours = rule.to_ours(theirs);
+    for (std::size_t i = 0; i < rule.ours.size(); ++i) {
+      auto* p = state.find(rule.ours[i]);
+      if (!p) continue;
+      loaded.insert(rule.ours[i]);
+      auto whole = ours[i].contiguous();
+      std::vector<std::uint64_t> shape(whole.sizes().begin(), whole.sizes().end());
+      if (shape != p->layout.shape) {
+        report.add(rule.ours[i], "has another shape in the checkpoint");
+        continue;
+      }
+      std::vector<cairn::detail::load_source> sources{{tensor_bytes(static_cast<at::Tensor const&>(whole)),
+                                                       to_dtype(whole.scalar_type()),
+                                                       shard_layout::whole(p->layout.shape)}};
+      auto staging = cairn::detail::staging_for(p->shards[0]);
+      cairn::detail::load_shard(p->layout, staging, sources, rule.ours[i], report);
+      cairn::detail::finish_staging(p->shards[0], staging);
+    }
+  }
+  for (auto& p : state.parameters) {
+    if (!loaded.contains(p.layout.name)) report.add(p.layout.name, "missing from the checkpoint");
+    for (std::size_t i = 1; i < p.shards.size(); ++i) p.shards[i].zero_();
+  }
+  for (auto const& [name, file] : file_of)
+    if (!used.contains(name))
+      report.add(name, "in the checkpoint but not mapped by the " + conv.model_type + " converter");
+  report.agree(comm, "cannot load checkpoint " + config.path.string());
+}
+
+} // namespace cairn::external
