@@ -41,12 +41,9 @@ inline void set_at(boost::json::value& document, std::span<std::string_view cons
 
 } // namespace detail
 
-/// Applies `key.path=value` overrides (as given on a command line) to a config document of
-/// type T. The value is read as the field's type expects: verbatim for strings, paths and
-/// enums (`run.experiment_dir=/tmp/x`), as JSON otherwise (`keep=3`, `interval=null`,
-/// `layers=[1,2]`). Problems are recorded in `ctx`, each naming its override.
-template <described_config T>
-void apply_overrides(boost::json::value& document, std::span<std::string const> overrides, read_context& ctx) {
+namespace detail {
+inline void apply_overrides(config_ops const& ops, boost::json::value& document, std::span<std::string const> overrides,
+                            read_context& ctx) {
   for (auto const& text : overrides) {
     auto equals = text.find('=');
     if (equals == std::string::npos || equals == 0) {
@@ -61,7 +58,7 @@ void apply_overrides(boost::json::value& document, std::span<std::string const> 
       continue;
     }
     boost::json::value value;
-    switch (detail::config_kind_at(detail::config_of<T>(), path)) {
+    switch (detail::config_kind_at(ops, path)) {
     case detail::value_kind::text:
       if (!raw.starts_with('"') || !detail::parse_json_value(raw, value) || !value.is_string())
         value = boost::json::string(raw.data(), raw.size());
@@ -78,6 +75,17 @@ void apply_overrides(boost::json::value& document, std::span<std::string const> 
     }
     detail::set_at(document, path, std::move(value));
   }
+}
+
+} // namespace detail
+
+/// Applies `key.path=value` overrides (as given on a command line) to a config document of
+/// type T. The value is read as the field's type expects: verbatim for strings, paths and
+/// enums (`run.experiment_dir=/tmp/x`), as JSON otherwise (`keep=3`, `interval=null`,
+/// `layers=[1,2]`). Problems are recorded in `ctx`, each naming its override.
+template <described_config T>
+void apply_overrides(boost::json::value& document, std::span<std::string const> overrides, read_context& ctx) {
+  detail::apply_overrides(detail::config_of<T>(), document, overrides, ctx);
 }
 
 } // namespace cairn
