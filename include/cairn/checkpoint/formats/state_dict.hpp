@@ -134,7 +134,6 @@ struct state_dict {
     report.agree(comm, "cannot load checkpoint " + config.path.string());
     return metadata;
   }
-
 };
 
 } // namespace cairn::formats
