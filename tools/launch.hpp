@@ -4,6 +4,7 @@
 // output prefixed with their rank, signals forwarded, and all stopped when one fails.
 
 #include <cairn/error.hpp>
+#include <cairn/training/detail/spawn.hpp>
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -24,8 +25,6 @@
 #include <tuple>
 #include <unistd.h>
 #include <vector>
-
-extern "C" char** environ; // NOLINT(readability-redundant-declaration)
 
 namespace cairn::tool {
 
@@ -108,24 +107,12 @@ inline int launch(launch_options const& options) {
         {"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(options.processes)},
         {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(options.processes)},
         {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", std::to_string(port)}};
-    std::vector<std::string> entries;
-    for (char** e = environ; *e; ++e) {
-      std::string entry(*e);
-      if (!variables.contains(entry.substr(0, entry.find('=')))) entries.push_back(entry);
-    }
-    for (auto const& [key, value] : variables) entries.push_back(key + "=" + value);
-    std::vector<char*> envp, argv;
-    for (auto& e : entries) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    auto args = options.command;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_adddup2(&actions, err[1], 2);
     pid_t pid = 0;
-    int failed = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+    int failed = cairn::detail::spawn(options.command, variables, &actions, pid);
     posix_spawn_file_actions_destroy(&actions);
     ::close(out[1]);
     ::close(err[1]);

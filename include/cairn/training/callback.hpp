@@ -4,6 +4,7 @@
 #include <cairn/config/read_context.hpp>
 #include <cairn/config/value.hpp>
 #include <cairn/error.hpp>
+#include <cairn/training/detail/spawn.hpp>
 
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
@@ -12,7 +13,6 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <spawn.h>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -20,8 +20,6 @@
 #include <unistd.h>
 #include <utility>
 #include <vector>
-
-extern "C" char** environ; // NOLINT(readability-redundant-declaration): POSIX declares it in no header
 
 namespace cairn {
 
@@ -143,20 +141,8 @@ struct callback_config {
     if (script.empty()) throw error("callback: no script to run");
     auto variables = environment;
     for (auto const& [key, value] : extra) variables[key] = value;
-    std::vector<std::string> entries;
-    for (char** e = environ; *e; ++e) {
-      std::string_view entry(*e);
-      if (!variables.contains(std::string(entry.substr(0, entry.find('='))))) entries.emplace_back(entry);
-    }
-    for (auto const& [key, value] : variables) entries.push_back(key + '=' + value);
-    std::vector<char*> envp, argv;
-    for (auto& e : entries) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    auto args = script.argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
     pid_t pid = 0;
-    int status = ::posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
+    int status = detail::spawn(script.argv, variables, nullptr, pid);
     if (status != 0) throw error("callback: cannot start '" + script.argv[0] + "': " + std::strerror(status));
     return child_process(pid);
   }
