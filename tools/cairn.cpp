@@ -45,12 +45,6 @@ std::vector<std::filesystem::path> safetensors_files(std::filesystem::path const
   return files;
 }
 
-std::string shape_text(std::vector<std::uint64_t> const& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 /// The format of a checkpoint directory, from the files it holds.
 std::string detect_format(std::filesystem::path const& path) {
   if (!std::filesystem::is_directory(path)) return "safetensors file";
@@ -98,7 +92,7 @@ int inspect(std::filesystem::path const& path) {
     std::printf("  checksums: %s\n", file.has_checksums() ? "recorded" : "none");
     for (auto const& t : file.tensors()) {
       std::printf("  %-40s %-7s %-20s %12llu bytes\n", t.name.c_str(), std::string(cairn::io::name(t.dtype)).c_str(),
-                  shape_text(t.shape).c_str(), static_cast<unsigned long long>(t.byte_size()));
+                  cairn::detail::shape_text(t.shape).c_str(), static_cast<unsigned long long>(t.byte_size()));
       ++tensors;
       elements += t.numel();
       bytes += t.byte_size();

@@ -184,12 +184,8 @@ inline std::string shard_file(std::size_t i, std::size_t n) {
 template <class Model, class Comm> void save(model_state const& state, Comm& comm, converter<Model> const& conv,
                                              Model const& model, checkpoint_save_config const& config) {
   state.check();
-  std::vector<rank_layout> ranks;
-  for (auto const& text : comm::all_gather_strings(comm, cairn::detail::compact(to_json(state.layout()))))
-    ranks.push_back(parse<rank_layout>(parse_json(text)));
-  std::map<std::string, parameter_layout> parameters;
-  for (auto const& r : ranks)
-    for (auto const& p : r.parameters) parameters.try_emplace(p.name, p);
+  auto ranks = cairn::detail::all_rank_layouts(state, comm);
+  auto parameters = cairn::detail::parameters_of(ranks);
 
   auto rules = conv.weights(model);
   std::set<std::string> covered;

@@ -34,6 +34,21 @@ inline std::string tensor_name(std::string const& parameter, std::string const& 
   return parameter + "/" + shard;
 }
 
+/// "[4, 8]", for messages.
+inline std::string shape_text(std::vector<std::uint64_t> const& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// Every parameter of every rank's layout, by name (the first rank's description of each).
+inline std::map<std::string, parameter_layout> parameters_of(std::vector<rank_layout> const& ranks) {
+  std::map<std::string, parameter_layout> parameters;
+  for (auto const& r : ranks)
+    for (auto const& p : r.parameters) parameters.try_emplace(p.name, p);
+  return parameters;
+}
+
 inline std::uint64_t whole_numel(parameter_layout const& p) {
   std::uint64_t n = 1;
   for (auto d : p.shape) n *= d;

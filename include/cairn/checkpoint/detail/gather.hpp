@@ -7,6 +7,8 @@
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/tensor.hpp>
+#include <cairn/comm/strings.hpp>
+#include <cairn/config/json.hpp>
 #include <cairn/error.hpp>
 
 #include <ATen/core/Tensor.h>
@@ -19,6 +21,14 @@
 #include <vector>
 
 namespace cairn::detail {
+
+/// Every rank's layout, in rank order, on every rank. Collective.
+template <class Comm> std::vector<rank_layout> all_rank_layouts(model_state const& state, Comm& comm) {
+  std::vector<rank_layout> ranks;
+  for (auto const& text : comm::all_gather_strings(comm, compact(to_json(state.layout()))))
+    ranks.push_back(parse<rank_layout>(parse_json(text)));
+  return ranks;
+}
 
 /// Shard `shard` of parameter `whole` (as every rank's `ranks` layout holds it), whole, as a
 /// flat CPU tensor on rank `destination`; nothing on the others. Collective unless every rank

@@ -7,6 +7,7 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/detail/files.hpp>
+#include <cairn/checkpoint/detail/gather.hpp>
 #include <cairn/checkpoint/detail/transfer.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/state.hpp>
@@ -49,13 +50,12 @@ struct distributed {
     }
     writer.write();
 
-    auto layouts = comm::all_gather_strings(comm, detail::compact(to_json(state.layout())));
+    auto layouts = detail::all_rank_layouts(state, comm);
     if (comm.rank() == 0) {
       checkpoint_metadata metadata;
       metadata.format = format;
       for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
-      for (auto const& text : layouts) {
-        auto layout = parse<rank_layout>(parse_json(text));
+      for (auto layout : layouts) {
         for (auto& p : layout.parameters) p.dtype = detail::stored_type(p.dtype, config.data_type);
         metadata.ranks.push_back(std::move(layout));
       }
@@ -101,8 +101,8 @@ struct distributed {
           // reads nothing but its own file.
           if (!saved || (saved->replicated ? r != 0 : fast && r != comm.rank())) continue;
           if (saved->shape != p.layout.shape) {
-            report.add(path, "has shape " + shape_text(saved->shape) + " in the checkpoint, " +
-                                 shape_text(p.layout.shape) + " here");
+            report.add(path, "has shape " + detail::shape_text(saved->shape) + " in the checkpoint, " +
+                                 detail::shape_text(p.layout.shape) + " here");
             mismatch = true;
             break;
           }
@@ -130,12 +130,6 @@ struct distributed {
   }
 
   // --- shared with the other formats ----------------------------------------------------------
-
-  static std::string shape_text(std::vector<std::uint64_t> const& shape) {
-    std::string text = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-    return text + "]";
-  }
 
   /// The live shards to load, with the names they have in the checkpoint.
   static std::vector<std::pair<std::size_t, std::string>> requested(model_state const& state,

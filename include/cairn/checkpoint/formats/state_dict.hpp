@@ -33,12 +33,8 @@ struct state_dict {
     std::filesystem::create_directories(config.path);
 
     // Every rank's layout: the whole parameters and who holds which part.
-    std::vector<rank_layout> ranks;
-    for (auto const& text : comm::all_gather_strings(comm, detail::compact(to_json(state.layout()))))
-      ranks.push_back(parse<rank_layout>(parse_json(text)));
-    std::map<std::string, parameter_layout> parameters;
-    for (auto const& r : ranks)
-      for (auto const& p : r.parameters) parameters.try_emplace(p.name, p);
+    auto ranks = detail::all_rank_layouts(state, comm);
+    auto parameters = detail::parameters_of(ranks);
 
     // Files of at most parameters_per_file elements, in name order; file i written by rank i % size.
     auto file_of = detail::assign_state_dict_files(parameters, shards.size(), config.parameters_per_file);
@@ -103,8 +99,8 @@ struct state_dict {
         continue;
       }
       if (saved->shape != p.layout.shape) {
-        report.add(p.layout.name, "has shape " + distributed::shape_text(saved->shape) + " in the checkpoint, " +
-                                      distributed::shape_text(p.layout.shape) + " here");
+        report.add(p.layout.name, "has shape " + detail::shape_text(saved->shape) + " in the checkpoint, " +
+                                      detail::shape_text(p.layout.shape) + " here");
         continue;
       }
       for (auto [live_index, saved_name] : shards) {
