@@ -126,7 +126,7 @@ inline std::string convert(convert_config const& config) {
       out.shard_names.push_back(in.shard_names[i]);
   if (out.shard_names.empty()) throw error("nothing to convert: neither model_weights nor optimizer_state");
 
-  std::filesystem::create_directories(config.output.path);
+  cairn::io::make_directories(config.output.path);
   std::vector<std::vector<std::byte>> buffers; // alive until their file is written
   auto add_all = [&](io::safetensors_writer& writer, parameter_layout const& p, std::vector<std::uint64_t> shape) {
     for (auto const& shard : out.shard_names) {

@@ -59,6 +59,23 @@ int collectives() {
     expect(strings[r] == "rank-" + std::to_string(r) + (r % 2 ? "-odd" : ""), "all_gather_strings", rank);
   expect(cairn::comm::broadcast_string(comm, rank == 0 ? "/exp/checkpoints/100" : "") == "/exp/checkpoints/100",
          "broadcast_string", rank);
+  // Nothing from every rank (an agreement where no rank failed): no collective of zero bytes.
+  auto nothing = cairn::comm::all_gather_strings(comm, "");
+  expect(nothing.size() == static_cast<std::size_t>(size) && nothing[0].empty() && nothing.back().empty(),
+         "all_gather_strings of empty strings", rank);
+  bool agreed_failure = false;
+  try {
+    cairn::comm::all_succeed(comm, "step", [&] {
+      if (rank == size - 1) throw cairn::error("disk full");
+    });
+  } catch (cairn::error const& e) {
+    agreed_failure =
+        rank == size - 1
+            ? std::string(e.what()) == "disk full"
+            : std::string(e.what()).find("rank " + std::to_string(size - 1) + ": disk full") != std::string::npos;
+  }
+  expect(agreed_failure, "all_succeed: one rank's failure on every rank", rank);
+  cairn::comm::all_succeed(comm, "step", [] {});
   comm.barrier();
   if (failures == 0) std::printf("rank %d of %d: all collectives agree\n", rank, size);
   return failures == 0 ? 0 : 1;

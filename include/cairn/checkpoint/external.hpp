@@ -215,47 +215,48 @@ template <class Model, class Comm> void save(model_state const& state, Comm& com
     if (!covered.contains(name))
       throw error("parameter '" + name + "' has no external name in the " + conv.model_type + " converter");
 
-  if (comm.rank() == 0) {
-    std::filesystem::create_directories(config.path);
-    std::vector<std::size_t> file_of;
-    std::size_t files = 1;
-    std::uint64_t in_file = 0;
-    for (auto const& t : tensors) {
-      auto n = static_cast<std::uint64_t>(t.numel());
-      if (in_file > 0 && in_file + n > config.parameters_per_file) {
-        ++files;
-        in_file = 0;
+  comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
+    if (comm.rank() == 0) {
+      io::make_directories(config.path);
+      std::vector<std::size_t> file_of;
+      std::size_t files = 1;
+      std::uint64_t in_file = 0;
+      for (auto const& t : tensors) {
+        auto n = static_cast<std::uint64_t>(t.numel());
+        if (in_file > 0 && in_file + n > config.parameters_per_file) {
+          ++files;
+          in_file = 0;
+        }
+        file_of.push_back(files - 1);
+        in_file += n;
       }
-      file_of.push_back(files - 1);
-      in_file += n;
-    }
-    io::safetensors_index index;
-    std::uint64_t total = 0;
-    for (std::size_t f = 0; f < files; ++f) {
-      auto file_name = files == 1 ? std::string("model.safetensors") : detail::shard_file(f, files);
-      io::safetensors_writer writer(config.path / file_name);
-      writer.set_metadata("format", "pt");
-      for (std::size_t i = 0; i < tensors.size(); ++i) {
-        if (file_of[i] != f) continue;
-        auto dtype = to_dtype(tensors[i].scalar_type());
-        std::vector<std::uint64_t> shape(tensors[i].sizes().begin(), tensors[i].sizes().end());
-        auto stored = cairn::detail::stored_type(dtype, config.data_type);
-        writer.add(names[i], dtype, shape, tensor_bytes(tensors[i]), stored);
-        index.weight_map[names[i]] = file_name;
-        total += static_cast<std::uint64_t>(tensors[i].numel()) * io::size_of(stored);
+      io::safetensors_index index;
+      std::uint64_t total = 0;
+      for (std::size_t f = 0; f < files; ++f) {
+        auto file_name = files == 1 ? std::string("model.safetensors") : detail::shard_file(f, files);
+        io::safetensors_writer writer(config.path / file_name);
+        writer.set_metadata("format", "pt");
+        for (std::size_t i = 0; i < tensors.size(); ++i) {
+          if (file_of[i] != f) continue;
+          auto dtype = to_dtype(tensors[i].scalar_type());
+          std::vector<std::uint64_t> shape(tensors[i].sizes().begin(), tensors[i].sizes().end());
+          auto stored = cairn::detail::stored_type(dtype, config.data_type);
+          writer.add(names[i], dtype, shape, tensor_bytes(tensors[i]), stored);
+          index.weight_map[names[i]] = file_name;
+          total += static_cast<std::uint64_t>(tensors[i].numel()) * io::size_of(stored);
+        }
+        writer.write();
       }
-      writer.write();
+      if (files > 1) {
+        index.metadata["total_size"] = total;
+        io::write_index(config.path / "model.safetensors.index.json", index);
+      }
+      auto external = conv.config.to_external(to_json(model).as_object());
+      external["model_type"] = conv.model_type;
+      auto text = cairn::detail::pretty(external);
+      io::write_file_atomically(config.path / "config.json", std::as_bytes(std::span(text)));
     }
-    if (files > 1) {
-      index.metadata["total_size"] = total;
-      io::write_index(config.path / "model.safetensors.index.json", index);
-    }
-    auto external = conv.config.to_external(to_json(model).as_object());
-    external["model_type"] = conv.model_type;
-    auto text = cairn::detail::pretty(external);
-    io::write_file_atomically(config.path / "config.json", std::as_bytes(std::span(text)));
-  }
-  comm.barrier();
+  });
 }
 
 /// The model config of an external checkpoint, through the converter's config mapping.

@@ -53,6 +53,7 @@ public:
     std::vector<std::int64_t> counts;
     for (at::Tensor const& s : sizes) counts.push_back(s.to(c10::Device(c10::kCPU)).item<std::int64_t>());
     auto longest = *std::max_element(counts.begin(), counts.end());
+    if (longest == 0) return std::vector<at::Tensor>(counts.size(), flat); // Gloo fails on empty gathers
     at::Tensor padded = flat;
     if (flat.numel() != longest) {
       padded = at::zeros({longest}, flat.options());

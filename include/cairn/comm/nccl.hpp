@@ -98,6 +98,7 @@ public:
     auto counts = gather_equal(at::full({1}, flat.numel(), at::TensorOptions().dtype(at::kLong).device(device_)))
                       .to(c10::Device(c10::kCPU));
     auto longest = counts.max().item<std::int64_t>();
+    if (longest == 0) return std::vector<at::Tensor>(static_cast<std::size_t>(size_), flat);
     auto padded = at::zeros({longest}, flat.options());
     padded.narrow(0, 0, flat.numel()).copy_(flat);
     auto all = gather_equal(padded);

@@ -17,6 +17,23 @@
 
 namespace cairn::io {
 
+/// A hook called before every operation that changes the disk (`open` for writing, `write`,
+/// `fsync`, `rename`, `mkdir`, `remove`), with the operation's name and path. Tests install one
+/// to kill the process or fail the operation at a chosen point (an exception thrown by the hook
+/// is the operation's failure). Null, the default, costs one relaxed atomic load.
+using fault_hook = void (*)(char const* operation, std::filesystem::path const& path);
+
+inline std::atomic<fault_hook>& fault_injection() noexcept {
+  static std::atomic<fault_hook> hook{nullptr};
+  return hook;
+}
+
+namespace detail {
+inline void fault_point(char const* operation, std::filesystem::path const& path) {
+  if (auto hook = fault_injection().load(std::memory_order_relaxed)) hook(operation, path);
+}
+} // namespace detail
+
 /// An owned file descriptor.
 class unique_fd {
 public:
@@ -41,6 +58,7 @@ private:
 };
 
 inline unique_fd open_file(std::filesystem::path const& path, int flags, mode_t mode = 0644) {
+  if ((flags & (O_WRONLY | O_RDWR | O_CREAT)) != 0) detail::fault_point("open", path);
   int fd = 0;
   do {
     fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
@@ -51,6 +69,7 @@ inline unique_fd open_file(std::filesystem::path const& path, int flags, mode_t 
 
 /// Writes all of `bytes` at the file's position, through partial writes and interruptions.
 inline void write_all(int fd, std::span<std::byte const> bytes, std::filesystem::path const& path) {
+  detail::fault_point("write", path);
   while (!bytes.empty()) {
     auto written = ::write(fd, bytes.data(), bytes.size());
     if (written < 0) {
@@ -64,6 +83,7 @@ inline void write_all(int fd, std::span<std::byte const> bytes, std::filesystem:
 /// Writes all of `bytes` at `offset`.
 inline void pwrite_all(int fd, std::span<std::byte const> bytes, std::uint64_t offset,
                        std::filesystem::path const& path) {
+  detail::fault_point("write", path);
   while (!bytes.empty()) {
     auto written = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
     if (written < 0) {
@@ -76,6 +96,7 @@ inline void pwrite_all(int fd, std::span<std::byte const> bytes, std::uint64_t o
 }
 
 inline void fsync_file(int fd, std::filesystem::path const& path) {
+  detail::fault_point("fsync", path);
   if (::fsync(fd) != 0) throw system_error(path, "fsync failed");
 }
 
@@ -83,6 +104,29 @@ inline void fsync_file(int fd, std::filesystem::path const& path) {
 inline void fsync_directory(std::filesystem::path const& directory) {
   auto fd = open_file(directory.empty() ? "." : directory, O_RDONLY | O_DIRECTORY);
   fsync_file(fd.get(), directory);
+}
+
+/// Renames `from` to `to` (atomically replacing a file `to`); an io_error naming both otherwise.
+inline void rename_path(std::filesystem::path const& from, std::filesystem::path const& to) {
+  detail::fault_point("rename", to);
+  if (::rename(from.c_str(), to.c_str()) != 0) throw system_error(to, "cannot rename " + from.string() + " to it");
+}
+
+/// Creates directory `path` and its missing parents; an io_error naming it otherwise.
+inline void make_directories(std::filesystem::path const& path) {
+  detail::fault_point("mkdir", path);
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) throw io_error(path, "cannot create directory: " + ec.message());
+}
+
+/// Removes `path` and everything under it; an io_error naming it otherwise. Nothing there is
+/// not an error.
+inline void remove_tree(std::filesystem::path const& path) {
+  detail::fault_point("remove", path);
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) throw io_error(path, "cannot remove: " + ec.message());
 }
 
 namespace detail {
@@ -123,7 +167,7 @@ public:
   void commit() {
     fsync_file(fd_.get(), final_);
     fd_ = unique_fd(); // data and size are durable after fsync; close cannot lose them
-    if (::rename(temp_.c_str(), final_.c_str()) != 0) throw system_error(final_, "rename failed");
+    rename_path(temp_, final_);
     committed_ = true;
     fsync_directory(final_.parent_path());
   }

@@ -32,15 +32,42 @@ struct distributed {
   template <class Comm> static void save(model_state const& state, Comm& comm, checkpoint_save_config const& config,
                                          boost::json::value const& program_config,
                                          boost::json::value const& user_metadata) {
+    auto metadata = describe(state, comm, config, program_config, user_metadata);
+    comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(),
+                      [&] { write_files(state, comm.rank(), config, metadata); });
+  }
+
+  /// The metadata of a save of `state` (every rank's layout): the collective half of a save.
+  template <class Comm> static checkpoint_metadata describe(model_state const& state, Comm& comm,
+                                                            checkpoint_save_config const& config,
+                                                            boost::json::value const& program_config,
+                                                            boost::json::value const& user_metadata) {
     state.check();
+    checkpoint_metadata metadata;
+    metadata.format = format;
+    for (auto i : detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state))
+      metadata.shard_names.push_back(state.shard_names[i]);
+    for (auto layout : detail::all_rank_layouts(state, comm)) {
+      for (auto& p : layout.parameters) p.dtype = detail::stored_type(p.dtype, config.data_type);
+      metadata.ranks.push_back(std::move(layout));
+    }
+    metadata.config = program_config;
+    metadata.metadata = user_metadata;
+    return metadata;
+  }
+
+  /// Writes `rank`'s file (and, on rank 0, metadata.json): the local half of a save, with no
+  /// communication, so that it can run on a background thread from a copy of the state.
+  static void write_files(model_state const& state, int rank, checkpoint_save_config const& config,
+                          checkpoint_metadata const& metadata) {
     auto shards = detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state);
-    std::filesystem::create_directories(config.path);
+    io::make_directories(config.path);
     std::vector<at::Tensor> keep_alive; // CPU copies stay valid until the file is written
-    io::safetensors_writer writer(rank_file(config.path, comm.rank()));
+    io::safetensors_writer writer(rank_file(config.path, rank));
     writer.set_metadata("format", "cairn.distributed");
-    writer.set_metadata("rank", std::to_string(comm.rank()));
+    writer.set_metadata("rank", std::to_string(rank));
     for (auto const& p : state.parameters) {
-      if (p.layout.replicated && comm.rank() != 0) continue;
+      if (p.layout.replicated && rank != 0) continue;
       for (auto i : shards) {
         auto cpu = p.shards[i].to(c10::Device(c10::kCPU)).contiguous();
         keep_alive.push_back(cpu);
@@ -49,21 +76,7 @@ struct distributed {
       }
     }
     writer.write();
-
-    auto layouts = detail::all_rank_layouts(state, comm);
-    if (comm.rank() == 0) {
-      checkpoint_metadata metadata;
-      metadata.format = format;
-      for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
-      for (auto layout : layouts) {
-        for (auto& p : layout.parameters) p.dtype = detail::stored_type(p.dtype, config.data_type);
-        metadata.ranks.push_back(std::move(layout));
-      }
-      metadata.config = program_config;
-      metadata.metadata = user_metadata;
-      detail::write_distributed_metadata(config.path, metadata);
-    }
-    comm.barrier();
+    if (rank == 0) detail::write_distributed_metadata(config.path, metadata);
   }
 
   template <class Comm> static checkpoint_metadata load(model_state& state, Comm& comm,

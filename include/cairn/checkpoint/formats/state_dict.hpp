@@ -30,7 +30,7 @@ struct state_dict {
                                          boost::json::value const& user_metadata) {
     state.check();
     auto shards = detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state);
-    std::filesystem::create_directories(config.path);
+    io::make_directories(config.path);
 
     // Every rank's layout: the whole parameters and who holds which part.
     auto ranks = detail::all_rank_layouts(state, comm);
@@ -61,25 +61,26 @@ struct state_dict {
                                     detail::stored_type(p.dtype, config.data_type));
       }
     }
-    for (auto& w : writers)
-      if (w) w->write();
+    comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
+      for (auto& w : writers)
+        if (w) w->write();
 
-    if (comm.rank() == 0) {
-      checkpoint_metadata metadata;
-      metadata.format = format;
-      for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
-      for (auto const& [name, p] : parameters) {
-        auto whole = p;
-        whole.replicated = false;
-        whole.shard = shard_layout::whole(p.shape);
-        whole.dtype = detail::stored_type(whole.dtype, config.data_type);
-        metadata.parameters.push_back(whole);
+      if (comm.rank() == 0) {
+        checkpoint_metadata metadata;
+        metadata.format = format;
+        for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
+        for (auto const& [name, p] : parameters) {
+          auto whole = p;
+          whole.replicated = false;
+          whole.shard = shard_layout::whole(p.shape);
+          whole.dtype = detail::stored_type(whole.dtype, config.data_type);
+          metadata.parameters.push_back(whole);
+        }
+        metadata.config = program_config;
+        metadata.metadata = user_metadata;
+        detail::write_state_dict_index(config.path, metadata, std::move(weight_map));
       }
-      metadata.config = program_config;
-      metadata.metadata = user_metadata;
-      detail::write_state_dict_index(config.path, metadata, std::move(weight_map));
-    }
-    comm.barrier();
+    });
   }
 
   template <class Comm> static checkpoint_metadata load(model_state& state, Comm& comm,
