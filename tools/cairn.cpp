@@ -1,5 +1,6 @@
 // build/bin/cairn: inspect and verify checkpoint files, launch local distributed runs.
 #include <cairn/checkpoint/detail/files.hpp>
+#include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/io.hpp>
 
@@ -7,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,23 @@ std::string detect_format(std::filesystem::path const& path) {
   return "directory of safetensors files";
 }
 
+/// Whether `path` is a save of an experiment (`<dir>/checkpoints/<n>` or `<dir>/export/<n>`),
+/// and if so, why it is not complete, or nothing when it is.
+std::optional<std::optional<std::string>> save_problem(std::filesystem::path const& path) {
+  auto dir = path.lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();
+  auto name = dir.filename().string();
+  auto parent = dir.parent_path().filename().string();
+  bool numbered = !name.empty() && name.find_first_not_of("0123456789") == std::string::npos && name.size() < 19;
+  if (!std::filesystem::exists(dir / cairn::completion_marker) &&
+      !(numbered && (parent == "checkpoints" || parent == "export")))
+    return std::nullopt;
+  if (!numbered) return std::optional<std::string>(dir.string() + ": a completion marker outside a directory of saves");
+  auto problem = cairn::save_directory(dir.parent_path()).problem(std::stoll(name));
+  if (problem && problem->find('/') == std::string::npos) *problem = dir.string() + ": " + *problem;
+  return problem;
+}
+
 /// The checkpoint metadata of a distributed or state_dict directory.
 std::optional<cairn::checkpoint_metadata> metadata_of(std::filesystem::path const& path, std::string const& format) {
   if (format == "distributed") return cairn::read_checkpoint_metadata(cairn::formats::metadata_file(path));
@@ -71,6 +90,7 @@ int inspect(std::filesystem::path const& path) {
   }
   auto format = detect_format(path);
   std::printf("format: %s\n", format.c_str());
+  if (auto save = save_problem(path)) std::printf("complete: %s\n", *save ? save->value().c_str() : "yes");
   if (auto metadata = metadata_of(path, format)) {
     std::printf("version: %s\n", metadata->version.c_str());
     std::string shards;
@@ -159,6 +179,7 @@ int verify(std::filesystem::path const& path) {
     } catch (cairn::error const& e) {
       problems.emplace_back(e.what());
     }
+    if (auto save = save_problem(path); save && *save) problems.push_back(**save);
     if (std::filesystem::is_directory(path)) {
       for (auto const& entry : std::filesystem::directory_iterator(path)) {
         if (!entry.path().string().ends_with(".safetensors.index.json")) continue;

@@ -113,6 +113,18 @@ public:
 
   [[nodiscard]] pid_t pid() const noexcept { return pid_; }
 
+  /// Its exit status (as `wait()` gives it) if it has ended, nothing while it runs.
+  std::optional<int> try_wait() {
+    int status = 0;
+    pid_t done = 0;
+    while ((done = ::waitpid(pid_, &status, WNOHANG)) < 0) {
+      if (errno != EINTR) throw error("waiting for process " + std::to_string(pid_) + ": " + std::strerror(errno));
+    }
+    if (done == 0) return std::nullopt;
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
   /// Blocks until the process ends; its exit status, or 128 + the signal that ended it.
   int wait() {
     int status = 0;

@@ -1,0 +1,164 @@
+// The directory of saves: a save is complete only once its marker is written, leftovers of
+// interrupted saves are cleaned, and a failure at any file operation of a commit leaves the
+// earlier saves complete.
+#include <cairn/checkpoint/directory.hpp>
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "io/temp_dir.hpp"
+
+using cairn::save_directory;
+
+namespace {
+
+void write_text(std::filesystem::path const& path, std::string const& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+/// Stages and commits a save at `iteration` holding one file.
+void save(save_directory& dir, std::int64_t iteration, std::string const& contents = "data") {
+  auto staging = dir.begin(iteration);
+  cairn::io::write_file_atomically(staging / "rank_0.safetensors", std::as_bytes(std::span(contents)));
+  dir.commit(iteration);
+}
+
+using list = std::vector<std::int64_t>;
+
+} // namespace
+
+TEST_CASE("a committed save is complete, lists its files and sizes, and checks them") {
+  temp_dir tmp;
+  save_directory dir(tmp / "checkpoints");
+  CHECK(dir.complete().empty());
+  save(dir, 10, "twelve bytes");
+  save(dir, 2);
+  CHECK(dir.complete() == list{2, 10});
+  CHECK_FALSE(dir.problem(10));
+  auto marker = cairn::read_json_file(dir.path(10) / cairn::completion_marker);
+  CHECK(marker.at("iteration").as_int64() == 10);
+  CHECK(marker.at("files").at("rank_0.safetensors").as_int64() == 12);
+  CHECK_FALSE(std::filesystem::exists(dir.staging(10)));
+
+  SUBCASE("a file shorter than the marker says") {
+    std::filesystem::resize_file(dir.path(10) / "rank_0.safetensors", 3);
+    auto problem = dir.problem(10);
+    REQUIRE(problem);
+    CHECK(problem->find("rank_0.safetensors: 3 bytes, the marker says 12") != std::string::npos);
+  }
+  SUBCASE("a file listed by the marker is gone") {
+    std::filesystem::remove(dir.path(10) / "rank_0.safetensors");
+    REQUIRE(dir.problem(10));
+    CHECK(dir.problem(10)->find("missing") != std::string::npos);
+  }
+  SUBCASE("a marker that is not JSON, or lists a path outside the save") {
+    write_text(dir.path(10) / cairn::completion_marker, "{\"files\": ");
+    CHECK(dir.problem(10));
+    write_text(dir.path(10) / cairn::completion_marker, R"({"files": {"../escape": 1}})");
+    REQUIRE(dir.problem(10));
+    CHECK(dir.problem(10)->find("malformed entry '../escape'") != std::string::npos);
+  }
+  SUBCASE("no marker: not complete") {
+    std::filesystem::remove(dir.path(10) / cairn::completion_marker);
+    CHECK(dir.complete() == list{2});
+    CHECK(dir.problem(10)->find("no completion marker") != std::string::npos);
+  }
+}
+
+TEST_CASE("clean() removes what interrupted saves left and nothing complete") {
+  temp_dir tmp;
+  save_directory dir(tmp / "checkpoints");
+  save(dir, 1);
+  save(dir, 2);
+  std::filesystem::create_directories(dir.staging(3)); // interrupted while writing
+  std::filesystem::create_directories(dir.path(4));    // interrupted between rename and marker
+  std::filesystem::create_directories(tmp / "checkpoints" / "notes");
+  std::filesystem::create_directories(tmp / "checkpoints" / "007"); // not one of ours: left alone
+  auto report = dir.clean();
+  CHECK(report.size() == 2);
+  CHECK(dir.complete() == list{1, 2});
+  CHECK_FALSE(std::filesystem::exists(dir.staging(3)));
+  CHECK_FALSE(std::filesystem::exists(dir.path(4)));
+  CHECK(std::filesystem::exists(tmp / "checkpoints" / "notes"));
+  CHECK(std::filesystem::exists(tmp / "checkpoints" / "007"));
+  CHECK(dir.clean().empty());
+}
+
+TEST_CASE("replacing a complete save keeps the old one until the new one is complete") {
+  temp_dir tmp;
+  save_directory dir(tmp / "checkpoints");
+  save(dir, 5, "old");
+  save(dir, 5, "newer");
+  CHECK(dir.complete() == list{5});
+  CHECK(std::filesystem::file_size(dir.path(5) / "rank_0.safetensors") == 5);
+  CHECK_FALSE(std::filesystem::exists(dir.replaced(5)));
+
+  // A replacement interrupted after the old save was set aside: clean() puts it back.
+  std::filesystem::rename(dir.path(5), dir.replaced(5));
+  std::filesystem::create_directories(dir.path(5));
+  dir.clean();
+  CHECK(dir.complete() == list{5});
+  CHECK_FALSE(dir.problem(5));
+}
+
+TEST_CASE("remove() takes the marker first, then the save") {
+  temp_dir tmp;
+  save_directory dir(tmp / "checkpoints");
+  save(dir, 1);
+  save(dir, 2);
+  dir.remove(1);
+  CHECK(dir.complete() == list{2});
+  CHECK_FALSE(std::filesystem::exists(dir.path(1)));
+  dir.remove(7); // nothing there
+}
+
+namespace {
+int fail_at = 0;
+int operations = 0;
+void failing_hook(char const* operation, std::filesystem::path const& path) {
+  if (++operations == fail_at)
+    throw cairn::io::io_error(path, std::string(operation) + " failed: No space left on device");
+}
+} // namespace
+
+TEST_CASE("a failure at any file operation of a save leaves the earlier saves complete") {
+  // Count the operations of one save, then fail each in turn.
+  temp_dir probe;
+  save_directory counted(probe / "checkpoints");
+  save(counted, 1);
+  cairn::io::fault_injection() = failing_hook;
+  operations = 0;
+  fail_at = 0;
+  save(counted, 2);
+  int total = operations;
+  CHECK(total >= 8);
+
+  for (fail_at = 1; fail_at <= total; ++fail_at) {
+    CAPTURE(fail_at);
+    cairn::io::fault_injection() = nullptr;
+    temp_dir tmp;
+    save_directory dir(tmp / "checkpoints");
+    save(dir, 1);
+    operations = 0;
+    cairn::io::fault_injection() = failing_hook;
+    bool failed = false;
+    try {
+      save(dir, 2);
+    } catch (cairn::io::io_error const& e) {
+      failed = true;
+      CHECK(std::string(e.what()).find(tmp.path.string()) == 0); // names the path
+    }
+    CHECK(failed);
+    cairn::io::fault_injection() = nullptr;
+    auto complete = dir.complete();
+    REQUIRE(!complete.empty());
+    CHECK(complete.front() == 1);
+    for (auto iteration : complete) CHECK_FALSE(dir.problem(iteration));
+    dir.clean();
+    CHECK_FALSE(std::filesystem::exists(dir.staging(2)));
+  }
+  cairn::io::fault_injection() = nullptr;
+}

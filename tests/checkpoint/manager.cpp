@@ -1,0 +1,397 @@
+// The checkpoint manager in one process: schedules, retention, exports, callbacks, shutdowns,
+// resuming from the newest good checkpoint, async saves, failures and preflight.
+#include <cairn/checkpoint/manager.hpp>
+#include <cairn/comm/single_process.hpp>
+#include <cairn/config/json.hpp>
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "checkpoint/manager_state.hpp"
+#include "io/temp_dir.hpp"
+
+using namespace cairn;
+using manager = checkpoint_manager<comm::single_process>;
+using list = std::vector<std::int64_t>;
+
+namespace {
+
+training_config schedule(std::string const& overrides_json) { return from_string<training_config>(overrides_json); }
+
+/// Trains iterations first..last (filling the state with each one's values) through `m`;
+/// returns the iteration at which a shutdown stopped it, or `last`.
+std::int64_t train(manager& m, model_state& state, std::int64_t first, std::int64_t last) {
+  for (auto it = first; it <= last; ++it) {
+    manager_test::fill(state, it);
+    if (m.step(it, state)) return it;
+  }
+  return last;
+}
+
+/// Collects the diagnostics emitted while it lives.
+struct captured {
+  std::vector<std::pair<severity, std::string>> messages;
+  scoped_diagnostic_sink sink{[this](severity s, diagnostic const& d) { messages.emplace_back(s, d.to_string()); }};
+  [[nodiscard]] bool has(severity s, std::string const& text) const {
+    for (auto const& [level, message] : messages)
+      if (level == s && message.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+std::string read_text(std::filesystem::path const& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+manager_options sync_options() {
+  manager_options o;
+  o.async = false;
+  return o;
+}
+
+} // namespace
+
+TEST_CASE("checkpoints follow their interval, the last iteration, keep and keep_every") {
+  temp_dir tmp;
+  comm::single_process comm;
+  captured log;
+  auto cfg = schedule(R"({"train_iters": 9, "checkpoint": {"interval": 2, "keep": 2, "keep_every": 2}})");
+  manager m(cfg, tmp.path, comm);
+  auto state = manager_test::make(0, 1, 0);
+  CHECK_FALSE(m.resume(state));
+  train(m, state, 1, 9);
+  // Saves at 2, 4, 6, 8 and the last iteration 9; saves are numbered from 1 at iteration 2,
+  // so every second one (4, 8) is kept forever; of the others, the newest two (6, 9) stay.
+  CHECK(m.checkpoints().complete() == list{4, 6, 8, 9});
+  CHECK(log.has(severity::info, "saved checkpoint"));
+  CHECK_FALSE(std::filesystem::exists(tmp / "export"));
+}
+
+TEST_CASE("exports have their own schedule, directory, format and retention") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 7, "checkpoint": {"interval": 2},
+                          "export": {"interval": 3, "format": "state_dict", "keep": 2}})");
+  manager m(cfg, tmp.path, comm);
+  auto state = manager_test::make(0, 1, 0);
+  train(m, state, 1, 7);
+  CHECK(m.checkpoints().complete() == list{2, 4, 6, 7});
+  CHECK(m.exports().complete() == list{6, 7}); // 3, 6 and the last; keep 2
+  CHECK(std::filesystem::exists(tmp / "export" / "7" / "state_dict.safetensors.index.json"));
+  CHECK_FALSE(std::filesystem::exists(tmp / "export" / "7" / "rank_0.safetensors"));
+
+  // The export holds the weights of its iteration, loadable on its own.
+  auto loaded = manager_test::make(0, 1, 0);
+  checkpoint_load_config load;
+  load.path = tmp / "export" / "6";
+  load.format = checkpoint_format::state_dict;
+  auto metadata = load_checkpoint(loaded, comm, load);
+  CHECK(metadata.metadata.at("iteration").as_int64() == 6);
+  CHECK(loaded.parameters[0].shards[0].equal([&] {
+    auto s = manager_test::make(0, 1, 0);
+    manager_test::fill(s, 6);
+    return s.parameters[0].shards[0];
+  }()));
+}
+
+TEST_CASE("a shutdown stops training after a complete checkpoint") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 20, "checkpoint": {"interval": 2}, "shutdown": {"interval": 6}})");
+  auto state = manager_test::make(0, 1, 0);
+  {
+    manager m(cfg, tmp.path, comm);
+    CHECK(train(m, state, 1, 20) == 6);
+    CHECK(m.checkpoints().complete() == list{2, 4, 6});
+  }
+  // The next run resumes there and goes on to the next shutdown.
+  manager m(cfg, tmp.path, comm);
+  auto resumed = m.resume(state);
+  REQUIRE(resumed);
+  CHECK(resumed->iteration == 6);
+  CHECK(train(m, state, 7, 20) == 12);
+}
+
+TEST_CASE("resume loads the newest complete checkpoint, bit for bit") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 5, "checkpoint": {"interval": 1}})");
+  {
+    manager m(cfg, tmp.path, comm);
+    auto state = manager_test::make(0, 1, 0);
+    train(m, state, 1, 5);
+  }
+  manager m(cfg, tmp.path, comm);
+  auto state = manager_test::make(0, 1, 0);
+  captured log;
+
+  SUBCASE("the newest") {
+    auto resumed = m.resume(state);
+    REQUIRE(resumed);
+    CHECK(resumed->iteration == 5);
+    CHECK(resumed->metadata.metadata.at("iteration").as_int64() == 5);
+    CHECK(manager_test::mismatches(state, 5) == 0);
+    CHECK(m.start_iteration() == 5);
+    CHECK(log.has(severity::info, "loaded checkpoint"));
+  }
+  SUBCASE("a newer partial one is skipped and removed") {
+    std::filesystem::create_directories(tmp / "checkpoints" / "6");
+    std::filesystem::create_directories(tmp / "checkpoints" / ".partial-7");
+    auto resumed = m.resume(state);
+    REQUIRE(resumed);
+    CHECK(resumed->iteration == 5);
+    CHECK_FALSE(std::filesystem::exists(tmp / "checkpoints" / "6"));
+    CHECK_FALSE(std::filesystem::exists(tmp / "checkpoints" / ".partial-7"));
+    CHECK(log.has(severity::warning, "no completion marker"));
+  }
+  SUBCASE("a truncated newest one is skipped for the one before") {
+    std::filesystem::resize_file(tmp / "checkpoints" / "5" / "rank_0.safetensors", 100);
+    auto resumed = m.resume(state);
+    REQUIRE(resumed);
+    CHECK(resumed->iteration == 4);
+    CHECK(manager_test::mismatches(state, 4) == 0);
+    CHECK(log.has(severity::warning, "skipped"));
+    CHECK(std::filesystem::exists(tmp / "checkpoints" / "5")); // kept for inspection
+  }
+  SUBCASE("a newest one whose bytes changed fails its checksums and is skipped") {
+    auto file = tmp / "checkpoints" / "5" / "rank_0.safetensors";
+    auto size = std::filesystem::file_size(file);
+    {
+      std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(size - 3));
+      f.put('\x7f');
+    }
+    auto resumed = m.resume(state);
+    REQUIRE(resumed);
+    CHECK(resumed->iteration == 4);
+    CHECK(log.has(severity::warning, "does not load"));
+  }
+  SUBCASE("when none loads, an error says why") {
+    for (auto it : m.checkpoints().complete())
+      std::filesystem::resize_file(tmp / "checkpoints" / std::to_string(it) / "metadata.json", 2);
+    // The markers list the old sizes: every checkpoint is skipped before loading. Make the
+    // markers agree, so that the loads themselves fail.
+    for (auto it : m.checkpoints().complete()) {
+      auto dir = tmp / "checkpoints" / std::to_string(it);
+      auto marker = read_json_file(dir / completion_marker).as_object();
+      marker["files"].as_object()["metadata.json"] = 2;
+      std::ofstream(dir / completion_marker) << serialize(marker);
+    }
+    CHECK_THROWS_WITH_AS(m.resume(state), doctest::Contains("can be loaded"), error);
+  }
+}
+
+TEST_CASE("an async save is bitwise identical to a synchronous one and stalls only for a copy") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 3, "checkpoint": {"interval": 1}})");
+  auto state = manager_test::make(0, 1, 0);
+  {
+    manager m(cfg, tmp / "sync", comm, sync_options());
+    train(m, state, 1, 3);
+  }
+  {
+    manager m(cfg, tmp / "async", comm);
+    for (std::int64_t it = 1; it <= 3; ++it) {
+      manager_test::fill(state, it);
+      m.step(it, state);
+      // Training goes on at once; what is being saved is the copy taken in step().
+      for (auto& p : state.parameters)
+        for (auto& s : p.shards) s.fill_(-1);
+    }
+  }
+  for (auto it : {1, 2, 3})
+    for (auto name : {"rank_0.safetensors", "metadata.json", completion_marker}) {
+      CAPTURE(it);
+      CAPTURE(name);
+      auto sync = read_text(tmp / "sync" / "checkpoints" / std::to_string(it) / name);
+      CHECK(!sync.empty());
+      CHECK(sync == read_text(tmp / "async" / "checkpoints" / std::to_string(it) / name));
+    }
+}
+
+namespace {
+std::string fail_path_containing;
+void fail_matching(char const* operation, std::filesystem::path const& path) {
+  if (!fail_path_containing.empty() && std::string(operation) == "write" &&
+      path.string().find(fail_path_containing) != std::string::npos)
+    throw io::io_error(path, "write failed: No space left on device");
+}
+} // namespace
+
+TEST_CASE("a failed background save is an error at the next call, and earlier checkpoints stay") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 10, "checkpoint": {"interval": 1, "keep": 1}})");
+  manager m(cfg, tmp.path, comm);
+  auto state = manager_test::make(0, 1, 0);
+  train(m, state, 1, 2);
+  m.finish();
+  CHECK(m.checkpoints().complete() == list{2});
+
+  fail_path_containing = ".partial-3";
+  io::fault_injection() = fail_matching;
+  manager_test::fill(state, 3);
+  m.step(3, state); // starts writing in the background
+  manager_test::fill(state, 4);
+  bool failed = false;
+  try {
+    m.step(4, state);
+    m.finish();
+  } catch (error const& e) {
+    failed = true;
+    CHECK(std::string(e.what()).find("No space left on device") != std::string::npos);
+    CHECK(std::string(e.what()).find((tmp / "checkpoints" / ".partial-3").string()) != std::string::npos);
+  }
+  io::fault_injection() = nullptr;
+  fail_path_containing.clear();
+  CHECK(failed);
+  CHECK(m.checkpoints().complete() == list{2});
+  CHECK_FALSE(std::filesystem::exists(tmp / "checkpoints" / ".partial-3"));
+
+  // The run can go on, and the next save is complete.
+  train(m, state, 4, 4);
+  m.finish();
+  CHECK(m.checkpoints().complete() == list{4});
+}
+
+namespace {
+int fail_at = 0;
+int operations = 0;
+int error_code = ENOSPC;
+void fail_nth(char const* operation, std::filesystem::path const& path) {
+  if (++operations == fail_at) throw io::system_error(path, std::string(operation) + " failed", error_code);
+}
+} // namespace
+
+TEST_CASE("disk-full and permission errors at every file operation of a save name a path and lose nothing") {
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 10, "checkpoint": {"interval": 1, "keep": 1},
+                          "export": {"interval": 2, "format": "state_dict"}})");
+  // Count the operations of iteration 2 (a checkpoint, an export, retention of checkpoint 1).
+  int total = 0;
+  {
+    temp_dir tmp;
+    manager m(cfg, tmp.path, comm, sync_options());
+    auto state = manager_test::make(0, 1, 0);
+    train(m, state, 1, 1);
+    operations = 0;
+    fail_at = 0;
+    io::fault_injection() = fail_nth;
+    train(m, state, 2, 2);
+    io::fault_injection() = nullptr;
+    total = operations;
+  }
+  REQUIRE(total > 20);
+  for (auto code : {ENOSPC, EACCES}) {
+    error_code = code;
+    for (fail_at = 1; fail_at <= total; ++fail_at) {
+      CAPTURE(fail_at);
+      temp_dir tmp;
+      auto state = manager_test::make(0, 1, 0);
+      captured log;
+      {
+        manager m(cfg, tmp.path, comm, sync_options());
+        train(m, state, 1, 1);
+        operations = 0;
+        io::fault_injection() = fail_nth;
+        try {
+          train(m, state, 2, 2);
+        } catch (error const& e) {
+          CHECK(std::string(e.what()).find(tmp.path.string()) != std::string::npos);
+          CHECK(std::string(e.what()).find(std::strerror(code)) != std::string::npos);
+        }
+        io::fault_injection() = nullptr;
+      }
+      // Whatever failed, a resume finds checkpoint 1 or 2 whole; a failure that only hit
+      // retention leaves a warning, not an error.
+      manager m(cfg, tmp.path, comm, sync_options());
+      auto resumed = m.resume(state);
+      REQUIRE(resumed);
+      CHECK(manager_test::mismatches(state, resumed->iteration) == 0);
+      for (auto it : m.checkpoints().complete()) CHECK_FALSE(m.checkpoints().problem(it));
+      for (auto it : m.exports().complete()) CHECK_FALSE(m.exports().problem(it));
+    }
+  }
+}
+
+TEST_CASE("callbacks run after each complete save with its path, iteration and kind") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto out = tmp / "callbacks.txt";
+  auto script =
+      R"(["sh", "-c", "echo $CAIRN_CHECKPOINT_KIND $CAIRN_CHECKPOINT_ITERATION $CAIRN_CHECKPOINT_PATH $EXTRA >> )" +
+      out.string() + "\"]";
+  auto cfg = schedule(R"({"train_iters": 4, "checkpoint": {"interval": 2, "callback": {"script": )" + script +
+                      R"(, "environment": {"EXTRA": "x"}}}, "export": {"interval": 4, "format": "state_dict",
+                      "callback": {"script": )" +
+                      script + "}}}");
+  {
+    manager m(cfg, tmp / "run", comm);
+    auto state = manager_test::make(0, 1, 0);
+    train(m, state, 1, 4);
+  }
+  auto text = read_text(out);
+  auto run = (tmp / "run").string();
+  CHECK(text.find("checkpoint 2 " + run + "/checkpoints/2 x\n") != std::string::npos);
+  CHECK(text.find("checkpoint 4 " + run + "/checkpoints/4 x\n") != std::string::npos);
+  CHECK(text.find("export 4 " + run + "/export/4\n") !=
+        std::string::npos); // no EXTRA: the export has its own environment
+}
+
+TEST_CASE("a callback that cannot start or fails is a warning: the save stands") {
+  temp_dir tmp;
+  comm::single_process comm;
+  captured log;
+  auto cfg = schedule(R"({"train_iters": 2, "checkpoint": {"interval": 1, "callback": {"script": "false"}},
+                          "export": {"interval": 2, "callback": {"script": "/nonexistent/upload"}}})");
+  manager m(cfg, tmp.path, comm);
+  auto state = manager_test::make(0, 1, 0);
+  train(m, state, 1, 2);
+  CHECK(m.checkpoints().complete() == list{1, 2});
+  CHECK(m.exports().complete() == list{2});
+  CHECK(log.has(severity::warning, "callback exited with status 1"));
+  CHECK(log.has(severity::warning, "/nonexistent/upload"));
+}
+
+TEST_CASE("preflight refuses, before step one, what would fail later") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto state = manager_test::make(0, 1, 0);
+
+  SUBCASE("a sound run passes and leaves nothing behind") {
+    manager m(schedule(R"({"train_iters": 10, "checkpoint": {"interval": 1}})"), tmp / "run", comm);
+    m.preflight(state);
+    CHECK(std::filesystem::is_empty(tmp / "run" / "checkpoints"));
+  }
+  SUBCASE("more checkpoints kept than the disk holds") {
+    // No `keep`: every one of a trillion checkpoints is kept.
+    manager m(schedule(R"({"train_iters": 1000000000000, "checkpoint": {"interval": 1, "keep": null}})"), tmp / "run",
+              comm);
+    CHECK_THROWS_WITH_AS(m.preflight(state), doctest::Contains("free, the run needs about"), error);
+  }
+  SUBCASE("an experiment directory that cannot be created") {
+    std::ofstream(tmp / "file") << "x";
+    manager m(schedule(R"({"train_iters": 10, "checkpoint": {"interval": 1}})"), tmp / "file" / "run", comm);
+    auto path = (tmp / "file" / "run" / "checkpoints").string();
+    CHECK_THROWS_WITH_AS(m.preflight(state), doctest::Contains(path.c_str()), error);
+  }
+  SUBCASE("an external export without an exporter") {
+    manager m(schedule(R"({"train_iters": 10, "export": {"interval": 5, "format": "external", "model_type": "x"}})"),
+              tmp / "run", comm);
+    CHECK_THROWS_WITH_AS(m.preflight(state), doctest::Contains("set_exporter"), error);
+  }
+  SUBCASE("a config that does not validate") {
+    auto cfg = schedule(R"({"train_iters": 10})");
+    cfg.checkpoint.keep = -1;
+    manager m(cfg, tmp / "run", comm);
+    CHECK_THROWS_WITH_AS(m.preflight(state), doctest::Contains("checkpoint.keep"), config_error);
+  }
+}
