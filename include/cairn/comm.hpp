@@ -4,6 +4,7 @@
 /// cairn's communication layer: the communicator concept and its backends. The raw NCCL
 /// backend is in cairn/comm/nccl.hpp, behind CAIRN_WITH_NCCL.
 
+#include <cairn/comm/any.hpp>
 #include <cairn/comm/c10d.hpp>
 #include <cairn/comm/communicator.hpp>
 #include <cairn/comm/environment.hpp>
