@@ -1,12 +1,17 @@
 // The training stall of an async checkpoint against the synchronous save of the same state, in
 // the same run: a state of weights and two Adam moments (CPU tensors), saved by the checkpoint
-// manager both ways in interleaved rounds, each into a fresh experiment directory.
+// manager both ways in interleaved rounds, one manager of each kind for the whole run.
 //
 //   sync save     manager.save() with async = false: write, fsync, commit
 //   async stall   manager.save() with async = true: the time until it returns (the host copy)
 //   async total   that plus finish() (waiting for the background write and committing)
 //
+// With `cuda`, the state lives on the GPU, and the baselines are the device-to-host copy of
+// the state into pinned memory (what an async save must at least pay) and, for the resume,
+// the host-to-device copy.
+//
 //     build/bin/cairn-bench-manager [GiB, default 1] [directory, default the temp directory] [rounds, default 3]
+//     [cpu|cuda]
 #include <cairn/checkpoint/manager.hpp>
 #include <cairn/comm/single_process.hpp>
 
@@ -17,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 #include <unistd.h>
 #include <vector>
 
@@ -25,7 +31,7 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
-cairn::model_state make_state(std::size_t bytes) {
+cairn::model_state make_state(std::size_t bytes, c10::Device device) {
   cairn::model_state state;
   state.shard_names = {"weights", "exp_avg", "exp_avg_sq"};
   std::int64_t const sizes[] = {16 << 20, 4 << 20, 1 << 20, 256 << 10}; // elements per parameter
@@ -37,7 +43,7 @@ cairn::model_state make_state(std::size_t bytes) {
     cairn::parameter_state p;
     p.layout = {"layer" + std::to_string(i) + ".weight", shape, cairn::io::dtype::F32, false,
                 cairn::shard_layout::whole(shape)};
-    for (int s = 0; s < 3; ++s) p.shards.push_back(at::rand({numel}));
+    for (int s = 0; s < 3; ++s) p.shards.push_back(at::rand({numel}).to(device));
     total += static_cast<std::size_t>(numel) * 12;
     state.parameters.push_back(std::move(p));
   }
@@ -56,38 +62,86 @@ int main(int argc, char** argv) {
   auto root = std::filesystem::path(argc > 2 ? argv[2] : std::filesystem::temp_directory_path().string()) /
               ("cairn-bench-manager-" + std::to_string(::getpid()));
   int rounds = argc > 3 ? std::atoi(argv[3]) : 3;
-  auto state = make_state(static_cast<std::size_t>(gib * double(1u << 30)));
+  bool cuda = argc > 4 && std::string(argv[4]) == "cuda";
+  auto device = cuda ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
+  auto bytes = static_cast<std::size_t>(gib * double(1u << 30));
+  auto state = make_state(bytes, device);
   cairn::comm::single_process comm;
   cairn::set_diagnostic_sink([](cairn::severity, cairn::diagnostic const&) {}); // progress messages off
 
-  auto config = cairn::from_string<cairn::training_config>(R"({"train_iters": 1000, "checkpoint": {"interval": 1}})");
-  std::vector<double> sync, stall, total;
-  int run = 0;
+  auto config =
+      cairn::from_string<cairn::training_config>(R"({"train_iters": 1000, "checkpoint": {"interval": 1, "keep": 1}})");
+  std::vector<double> sync, stall, total, copy, resume, upload;
+  std::vector<at::Tensor> host; // the baseline's destination, allocated once like the manager's buffers
+  for (auto const& p : state.parameters)
+    for (auto const& t : p.shards)
+      host.push_back(at::empty({t.numel()}, t.options().device(c10::kCPU).pinned_memory(cuda)));
+  // The state a resume loads into exists already, as in a trainer: allocated and touched once.
+  cairn::model_state target;
+  target.shard_names = state.shard_names;
+  for (auto const& p : state.parameters) {
+    cairn::parameter_state q{p.layout, {}};
+    for (auto const& t : p.shards) q.shards.push_back(at::zeros_like(t));
+    target.parameters.push_back(std::move(q));
+  }
+  for (auto& h : host) h.zero_();
+  // One manager of each kind for the whole run, as in training: one save per round (and a
+  // first one, untimed, that allocates the buffers), keep 1.
+  cairn::manager_options sync_options, async_options;
+  sync_options.async = false;
+  cairn::checkpoint_manager<cairn::comm::single_process> sync_manager(config, root / "sync", comm, sync_options);
+  cairn::checkpoint_manager<cairn::comm::single_process> async_manager(config, root / "async", comm, async_options);
+  sync_manager.save(1, state);
+  async_manager.save(1, state);
+  async_manager.finish();
   for (int round = 0; round < rounds; ++round) {
-    for (bool async : {false, true}) {
-      auto dir = root / std::to_string(run++);
-      cairn::manager_options options;
-      options.async = async;
-      cairn::checkpoint_manager<cairn::comm::single_process> manager(config, dir, comm, options);
-      // A first save outside the timing: buffers allocated, files of the directory created.
-      manager.save(1, state);
-      manager.finish();
+    auto iteration = round + 2;
+    {
       auto started = clock_type::now();
-      manager.save(2, state);
-      auto returned = since(started);
-      manager.finish();
-      auto finished = since(started);
-      (async ? stall : sync).push_back(returned);
-      if (async) total.push_back(finished);
-      std::filesystem::remove_all(dir);
+      std::size_t i = 0;
+      for (auto const& p : state.parameters)
+        for (auto const& t : p.shards) host[i++].copy_(t);
+      copy.push_back(since(started));
+    }
+    {
+      auto started = clock_type::now();
+      sync_manager.save(iteration, state);
+      sync.push_back(since(started));
+    }
+    {
+      auto started = clock_type::now();
+      async_manager.save(iteration, state);
+      stall.push_back(since(started));
+      async_manager.finish();
+      total.push_back(since(started));
+    }
+    {
+      // Resuming that checkpoint into a state of the same layout, against uploading the bytes.
+      cairn::checkpoint_manager<cairn::comm::single_process> reader(config, root / "async", comm);
+      auto loading = clock_type::now();
+      reader.resume(target);
+      resume.push_back(since(loading));
+      auto uploading = clock_type::now();
+      std::size_t i = 0;
+      for (auto& p : target.parameters)
+        for (auto& t : p.shards) t.copy_(host[i++]);
+      upload.push_back(since(uploading));
     }
   }
   std::filesystem::remove_all(root);
 
-  double s = median(sync), a = median(stall), t = median(total);
-  std::printf("state: %.2f GiB (weights + 2 Adam moments, float32), %d rounds, medians\n", gib, rounds);
-  std::printf("sync save (write + fsync + commit)  %8.3f s\n", s);
-  std::printf("async save: training stall          %8.3f s   %.3fx the sync save (target <= 0.10)\n", a, a / s);
-  std::printf("async save: until committed         %8.3f s   %.3fx the sync save\n", t, t / s);
+  double s = median(sync), a = median(stall), t = median(total), c = median(copy), r = median(resume),
+         u = median(upload);
+  double gb = double(bytes) / 1e9;
+  std::printf("state: %.2f GiB on %s (weights + 2 Adam moments, float32), %d rounds, medians\n", gib,
+              cuda ? "cuda" : "cpu", rounds);
+  std::printf("sync save (write + fsync + commit)  %8.3f s  %6.2f GB/s\n", s, gb / s);
+  std::printf("async save: training stall          %8.3f s  %6.2f GB/s  %.3fx the sync save (target <= 0.10)\n", a,
+              gb / a, a / s);
+  std::printf("  baseline: copy of the state to host %8.3f s  %6.2f GB/s  (stall / copy %.2fx)\n", c, gb / c, a / c);
+  std::printf("async save: until committed         %8.3f s  %6.2f GB/s  %.3fx the sync save\n", t, gb / t, t / s);
+  std::printf("resume (load, checksums verified)   %8.3f s  %6.2f GB/s\n", r, gb / r);
+  std::printf("  baseline: copy of the bytes to the state %8.3f s  %6.2f GB/s  (resume / copy %.1fx)\n", u, gb / u,
+              r / u);
   return 0;
 }

@@ -395,3 +395,40 @@ TEST_CASE("preflight refuses, before step one, what would fail later") {
     CHECK_THROWS_WITH_AS(m.preflight(state), doctest::Contains("checkpoint.keep"), config_error);
   }
 }
+
+TEST_CASE("GPU state: async saves copy it to pinned host memory, bitwise as a sync save, and resume onto the GPU") {
+  if (!at::hasCUDA()) {
+    MESSAGE("no CUDA here: this case runs on GPU machines (scripts/gpu.sh)");
+    return;
+  }
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 2, "checkpoint": {"interval": 1}})");
+  auto on_gpu = [](model_state state) {
+    for (auto& p : state.parameters)
+      for (auto& s : p.shards) s = s.to(c10::Device(c10::kCUDA));
+    return state;
+  };
+  auto on_cpu = [](model_state state) {
+    for (auto& p : state.parameters)
+      for (auto& s : p.shards) s = s.to(c10::Device(c10::kCPU));
+    return state;
+  };
+  auto state = on_gpu(manager_test::make(0, 1, 0));
+  for (bool async : {false, true}) {
+    manager_options options;
+    options.async = async;
+    manager m(cfg, tmp / (async ? "async" : "sync"), comm, options);
+    for (std::int64_t it = 1; it <= 2; ++it) {
+      state = on_gpu(manager_test::make(0, 1, it));
+      m.step(it, state);
+    }
+  }
+  CHECK(read_text(tmp / "sync" / "checkpoints" / "2" / "rank_0.safetensors") ==
+        read_text(tmp / "async" / "checkpoints" / "2" / "rank_0.safetensors"));
+  auto loaded = on_gpu(manager_test::make(0, 1, 0));
+  manager m(cfg, tmp / "async", comm);
+  REQUIRE(m.resume(loaded));
+  CHECK(loaded.parameters[0].shards[0].is_cuda());
+  CHECK(manager_test::mismatches(on_cpu(loaded), 2) == 0);
+}
