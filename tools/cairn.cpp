@@ -20,9 +20,10 @@ namespace {
 constexpr char const* usage = R"(usage: cairn COMMAND ...
 
 commands:
-  inspect PATH              format, metadata and every tensor (name, dtype, shape, bytes) of a
-                            .safetensors file or a directory of them, with totals
-  verify PATH               exit 0 if every file is complete and intact (checksums, indexes),
+  inspect PATH              format, completeness, metadata, config and every tensor (name, dtype,
+                            shape, bytes) of a checkpoint directory or a .safetensors file, totals
+  verify PATH               exit 0 if the save is complete (its completion marker, when it is one
+                            of an experiment's saves) and every file intact (checksums, indexes),
                             else non-zero naming each problem
   convert input.path=... input.format=... output.path=... output.format=... [output.data_type=...]
                             convert between distributed and state_dict without the model's code

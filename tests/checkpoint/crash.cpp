@@ -271,7 +271,7 @@ void kill_at_each_operation(int ranks, bool async, long most, char const* rank_t
   MESSAGE(ranks << " rank(s), " << std::string(async ? "async" : "sync") << ": " << total << " file operations on rank "
                 << rank_to_kill);
   REQUIRE(total > 40);
-  for (auto k : points(total, quick() ? most / 4 : most)) {
+  for (auto k : points(total, quick() ? most / 8 : most)) {
     CAPTURE(k);
     temp_dir tmp;
     auto dir = tmp / "run";
@@ -299,7 +299,7 @@ TEST_CASE("two Gloo ranks, one killed at file operations of its saves") {
 TEST_CASE("a full disk at any file operation is an error naming the path, and loses nothing") {
   std::int64_t const iterations = 5;
   auto total = count_operations(1, iterations, false);
-  for (auto k : points(total, quick() ? 20 : 80)) {
+  for (auto k : points(total, quick() ? 10 : 80)) {
     CAPTURE(k);
     temp_dir tmp;
     auto dir = tmp / "run";

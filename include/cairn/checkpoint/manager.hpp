@@ -243,7 +243,7 @@ public:
   void save(std::int64_t iteration, model_state const& state, boost::json::value const& metadata = {}) {
     auto started = clock::now();
     if (pending_) {
-      pending_->writing.wait();
+      wait_for_writing();
       commit_pending();
     }
     stage(checkpoints_, iteration);
@@ -301,7 +301,7 @@ public:
   /// failed background save threw. Collective; call it before exiting.
   void finish() {
     if (pending_) {
-      pending_->writing.wait();
+      wait_for_writing();
       commit_pending();
     }
     for (auto& c : callbacks_) {
@@ -330,6 +330,17 @@ private:
     std::filesystem::path path;
     child_process process;
   };
+
+  /// Waits for this rank's background write, reporting every 30 s that it is still going.
+  void wait_for_writing() {
+    auto waited = 0;
+    while (pending_->writing.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      waited += 30;
+      emit(severity::info, {checkpoints_.staging(pending_->iteration).string(),
+                            "still writing after " + std::to_string(waited) + " s (" +
+                                detail::size_text(double(pending_->bytes)) + " in all)"});
+    }
+  }
 
   /// Commits the save in flight once every rank has written its part.
   void poll() {
