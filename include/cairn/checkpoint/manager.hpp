@@ -74,6 +74,16 @@ inline std::uint64_t saved_bytes(std::vector<rank_layout> const& ranks, std::siz
   return total;
 }
 
+/// Bytes of a save of whole tensors (state_dict, external) of `state` as `save` asks: every
+/// rank knows every parameter's whole shape, so no communication is needed.
+inline std::uint64_t whole_bytes(model_state const& state, checkpoint_save_config const& save) {
+  auto shards = selected_shards(state.shard_names, save.model_weights, save.optimizer_state).size();
+  std::uint64_t total = 0;
+  for (auto const& p : state.parameters)
+    total += whole_numel(p.layout) * io::size_of(stored_type(p.layout.dtype, save.data_type)) * shards;
+  return total;
+}
+
 /// The metadata stored with a save: the caller's object with "iteration" added.
 inline boost::json::value with_iteration(boost::json::value const& metadata, std::int64_t iteration) {
   boost::json::object out;
@@ -194,13 +204,7 @@ public:
     validate(copy);
     auto ranks = detail::all_rank_layouts(state, comm_);
     auto checkpoint_bytes = detail::saved_bytes(ranks, state.shard_names.size());
-    std::uint64_t export_bytes = 0;
-    for (auto const& [name, p] : detail::parameters_of(ranks)) {
-      auto shards =
-          detail::selected_shards(state.shard_names, config_.export_.model_weights, config_.export_.optimizer_state);
-      export_bytes +=
-          detail::whole_numel(p) * io::size_of(detail::stored_type(p.dtype, config_.export_.data_type)) * shards.size();
-    }
+    auto export_bytes = detail::whole_bytes(state, config_.export_.save_config({}));
     comm::all_succeed(comm_, "preflight failed", [&] {
       if (comm_.rank() != 0) return;
       if (config_.export_.enabled() && config_.export_.format == checkpoint_format::external && !exporter_)
@@ -289,11 +293,7 @@ public:
       throw;
     }
     last_export_ = iteration;
-    auto ranks = detail::all_rank_layouts(state, comm_);
-    auto shards = detail::selected_shards(state.shard_names, save.model_weights, save.optimizer_state);
-    std::uint64_t bytes = 0;
-    for (auto const& [name, p] : detail::parameters_of(ranks))
-      bytes += detail::whole_numel(p) * io::size_of(detail::stored_type(p.dtype, save.data_type)) * shards.size();
+    auto bytes = detail::whole_bytes(state, save);
     commit(exports_, config_.export_, iteration, "export", bytes, started, {});
   }
 
