@@ -13,8 +13,10 @@
 #include <boost/mp11/algorithm.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -85,11 +87,11 @@ struct field_info {
   std::string_view description;
   cairn::hint hint = cairn::hint::core;
   std::vector<erased_check> checks;
-  void* (*address)(void*);
+  std::size_t offset; ///< of the member within its config (configs have no virtual bases)
   type_ops const* type;
 
-  [[nodiscard]] void* member(void* object) const { return address(object); }
-  [[nodiscard]] void const* member(void const* object) const { return address(const_cast<void*>(object)); }
+  [[nodiscard]] void* member(void* object) const { return static_cast<char*>(object) + offset; }
+  [[nodiscard]] void const* member(void const* object) const { return static_cast<char const*>(object) + offset; }
 };
 
 /// Everything cairn knows about one config type.
@@ -105,9 +107,13 @@ struct config_ops {
       if (f.name == key) return &f;
     return nullptr;
   }
+  [[nodiscard]] field_info* at_offset(std::size_t offset) {
+    for (auto& f : fields)
+      if (f.offset == offset) return &f;
+    return nullptr;
+  }
 };
 
-template <class V> type_ops const& ops_of();
 template <class T> config_ops const& config_of();
 
 // --- checks ---------------------------------------------------------------------------------
@@ -135,7 +141,20 @@ template <class V, class Check> erased_check erase_check(Check const& check) {
   return {&check, &check_ops<Check, V>::test, &check_ops<Check, V>::describe, &check_ops<Check, V>::schema};
 }
 
+/// Appends the checks in `checks` (a `pack<Checks...>` with static storage), type-erased for a
+/// field of type V. One function per field type and list of check types, shared by all configs.
+template <class V, class Pack> void erase_checks(void const* checks, std::vector<erased_check>& out) {
+  auto const& list = *static_cast<Pack const*>(checks);
+  out.clear();
+  out.reserve(Pack::size);
+  list.for_each([&](auto const& c) { out.push_back(erase_check<V>(c)); });
+}
+
 // --- field metadata -------------------------------------------------------------------------
+//
+// Per config type only thin functions are instantiated: they gather names, offsets and
+// pointers into arrays and hand them to the ordinary functions below, which do the work once
+// for every config.
 
 template <class T> auto declared_fields() {
   if constexpr (requires { cairn_fields(static_cast<T const*>(nullptr)); })
@@ -150,44 +169,63 @@ template <class T> auto const& field_list() {
   return list;
 }
 
-inline field_info* field_at(config_ops& ops, void const* object, void const* address) {
-  for (auto& f : ops.fields)
-    if (f.member(object) == address) return &f;
-  return nullptr;
+/// Where `member` lies within `object`.
+template <class T, class M> std::size_t offset_in(T const& object, M const& member) {
+  return static_cast<std::size_t>(reinterpret_cast<char const*>(std::addressof(member)) -
+                                  reinterpret_cast<char const*>(std::addressof(object)));
 }
 
-template <class V, class Checks> void set_checks(field_info& info, Checks const& checks) {
-  info.checks.clear();
-  info.checks.reserve(Checks::size);
-  checks.for_each([&](auto const& c) { info.checks.push_back(erase_check<V>(c)); });
-}
+/// One entry of a `cairn_fields` list, a definition or an update, with its types erased.
+struct field_entry {
+  std::size_t offset;
+  std::optional<std::string_view> description;
+  std::optional<cairn::hint> hint;
+  void const* checks;                                     ///< null: the entry keeps the field's checks
+  void (*erase)(void const*, std::vector<erased_check>&); ///< turns `checks` into the field's
+};
 
-/// Applies one entry of a `cairn_fields` list (a definition or an update) to the field it names.
-template <class T, class Entry> void apply_entry(config_ops& ops, T const& object, Entry const& entry) {
-  using V = typename Entry::value_type;
-  // An error here about Entry::owner means that a `cairn::field` names a member of another
-  // struct: a config describes its own members with `field` and inherited ones with `update`.
-  static_assert(std::is_base_of_v<typename Entry::owner, T>, "cairn_fields names a member of an unrelated struct");
-  auto* info = field_at(ops, &object, &(object.*entry.pointer));
-  if (!info) return; // a member that is not described: nothing to attach the metadata to
-  if constexpr (requires { entry.description; }) {
-    info->description = entry.description;
-    info->hint = entry.hint;
-    set_checks<V>(*info, entry.checks);
-  } else {
-    if (entry.new_description) info->description = *entry.new_description;
-    if (entry.new_hint) info->hint = *entry.new_hint;
-    if constexpr (Entry::replaces_checks) set_checks<V>(*info, entry.new_checks);
+inline void apply_field_entries(config_ops& ops, std::span<field_entry const> entries) {
+  for (auto const& entry : entries) {
+    auto* field = ops.at_offset(entry.offset);
+    if (!field) continue; // a member that is not described: nothing to attach the metadata to
+    if (entry.description) field->description = *entry.description;
+    if (entry.hint) field->hint = *entry.hint;
+    if (entry.checks) entry.erase(entry.checks, field->checks);
   }
 }
 
-/// The entries of T's bases first, then T's own: definitions, then updates down the hierarchy.
-template <class T, class Object> void apply_entries(config_ops& ops, Object const& object) {
-  boost::mp11::mp_for_each<bases_of<T>>([&](auto base) { apply_entries<typename decltype(base)::type>(ops, object); });
-  field_list<T>().for_each([&](auto const& entry) { apply_entry<Object>(ops, object, entry); });
+// An error here about `std::is_base_of_v<C, T>` means that a `cairn::field` names a member of
+// another struct: a config describes its own members with `field` and inherited ones with `update`.
+
+template <class T, class C, class V, class... Checks>
+field_entry entry_of(T const& object, field_definition<C, V, Checks...> const& entry) {
+  static_assert(std::is_base_of_v<C, T>, "cairn_fields names a member of an unrelated struct");
+  return {offset_in(object, object.*entry.pointer), entry.description, entry.hint, &entry.checks,
+          &erase_checks<V, pack<Checks...>>};
 }
 
-template <class T, class D> void* member_address(void* object) { return &(static_cast<T*>(object)->*D::pointer); }
+template <class T, class C, class V, class Checks, bool Replaces>
+field_entry entry_of(T const& object, field_update<C, V, Checks, Replaces> const& entry) {
+  static_assert(std::is_base_of_v<C, T>, "cairn_fields names a member of an unrelated struct");
+  return {offset_in(object, object.*entry.pointer), entry.new_description, entry.new_hint,
+          Replaces ? &entry.new_checks : nullptr, &erase_checks<V, Checks>};
+}
+
+template <class B> using is_virtual_base = std::bool_constant<(B::modifiers & boost::describe::mod_virtual) != 0>;
+
+/// The entries of T's bases first, then T's own: definitions, then updates down the hierarchy.
+template <class T, class Object> void apply_entries(config_ops& ops, Object const& object) {
+  static_assert(!boost::mp11::mp_any_of<boost::describe::describe_bases<T, boost::describe::mod_any_access>,
+                                        is_virtual_base>::value,
+                "a config cannot have virtual bases: cairn reaches fields by their offset");
+  boost::mp11::mp_for_each<bases_of<T>>([&](auto base) { apply_entries<typename decltype(base)::type>(ops, object); });
+  field_list<T>().apply([&](auto const&... entries) {
+    if constexpr (sizeof...(entries) > 0) {
+      field_entry const list[] = {entry_of(object, entries)...};
+      apply_field_entries(ops, list);
+    }
+  });
+}
 
 /// Legacy rules of T and of each of its bases, base first.
 template <class T> void collect_legacy_rules(std::vector<legacy_rule>& rules) {
@@ -209,18 +247,35 @@ template <class T> void const* default_of() {
 }
 
 /// A member named after a C++ keyword takes a trailing underscore (`export_`); its key does not.
-inline void add_field(config_ops& ops, std::string_view name, void* (*address)(void*), type_ops const& type) {
-  if (name.size() > 1 && name.back() == '_') name.remove_suffix(1);
-  ops.fields.push_back({name, {}, cairn::hint::core, {}, address, &type});
+inline void add_fields(config_ops& ops, std::span<char const* const> names, std::span<std::size_t const> offsets,
+                       std::span<type_ops const* const> types) {
+  ops.fields.reserve(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::string_view name = names[i];
+    if (name.size() > 1 && name.back() == '_') name.remove_suffix(1);
+    ops.fields.push_back({name, {}, cairn::hint::core, {}, offsets[i], types[i]});
+  }
+}
+
+template <class V> constexpr type_ops make_type_ops();
+/// The operations of V: a constant, so that reaching them costs no code.
+template <class V> inline constexpr type_ops type_ops_of = make_type_ops<V>();
+
+template <class T, template <class...> class L, class... D>
+void add_members(config_ops& ops, T const& object, L<D...>) {
+  if constexpr (sizeof...(D) > 0) {
+    static constexpr char const* names[] = {D::name...};
+    static constexpr type_ops const* types[] = {&type_ops_of<member_value_t<D>>...};
+    std::size_t const offsets[] = {offset_in(object, object.*D::pointer)...};
+    add_fields(ops, names, offsets, types);
+  }
 }
 
 template <class T> config_ops build_config_ops() {
   config_ops ops{config_name<T>(), {}, {}, &run_validate_chain<T>, &default_of<T>};
-  boost::mp11::mp_for_each<members_of<T>>([&](auto d) {
-    using D = decltype(d);
-    add_field(ops, d.name, &member_address<T, D>, ops_of<member_value_t<D>>());
-  });
-  apply_entries<T>(ops, *static_cast<T const*>(default_of<T>()));
+  auto const& defaults = *static_cast<T const*>(default_of<T>());
+  add_members(ops, defaults, members_of<T>());
+  apply_entries<T>(ops, defaults);
   collect_legacy_rules<T>(ops.legacy);
   return ops;
 }
@@ -383,7 +438,7 @@ template <class V> value_kind kind_at(std::span<std::string_view const> path) {
   }
 }
 
-template <class V> type_ops make_type_ops() {
+template <class V> constexpr type_ops make_type_ops() {
   type_ops ops{};
   if constexpr (described_config<V>) {
     ops.config = &config_of<V>;
@@ -404,11 +459,6 @@ template <class V> type_ops make_type_ops() {
   }
   ops.kind_at = &kind_at<V>;
   if constexpr (requires { value_traits<V>::names(); }) ops.enum_names = &value_traits<V>::names;
-  return ops;
-}
-
-template <class V> type_ops const& ops_of() {
-  static type_ops const ops = make_type_ops<V>();
   return ops;
 }
 

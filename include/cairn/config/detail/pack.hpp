@@ -19,6 +19,10 @@ template <std::size_t... I, class... Ts> struct pack_base<std::index_sequence<I.
   template <class F> constexpr void for_each(F&& f) const {
     (f(static_cast<pack_element<I, Ts> const&>(*this).value), ...);
   }
+  /// Calls `f` once with every element.
+  template <class F> constexpr decltype(auto) apply(F&& f) const {
+    return f(static_cast<pack_element<I, Ts> const&>(*this).value...);
+  }
   static constexpr std::size_t size = sizeof...(Ts);
 };
 
