@@ -1,10 +1,9 @@
 #pragma once
 
+#include <cairn/config/detail/decl.hpp>
 #include <cairn/error.hpp>
 
-#include <cstdio>
 #include <functional>
-#include <mutex>
 #include <string_view>
 #include <utility>
 
@@ -18,38 +17,19 @@ using diagnostic_sink = std::function<void(severity, diagnostic const&)>;
 
 namespace detail {
 
-inline void print_to_stderr(severity level, diagnostic const& d) {
-  char const* label = level == severity::info ? "info" : level == severity::warning ? "warning" : "deprecated";
-  std::fprintf(stderr, "cairn: %s: %s\n", label, d.to_string().c_str());
-}
+CAIRN_DECL void print_to_stderr(severity level, diagnostic const& d);
 
-struct sink_state {
-  std::mutex mutex;
-  diagnostic_sink sink = print_to_stderr;
-};
-
-inline sink_state& sink() {
-  static sink_state state;
-  return state;
-}
+struct sink_state;
+CAIRN_DECL sink_state& sink();
 
 } // namespace detail
 
 /// Replaces the process-wide diagnostic sink and returns the previous one.
 /// An empty function restores the default, which prints to stderr.
-inline diagnostic_sink set_diagnostic_sink(diagnostic_sink sink) {
-  auto& state = detail::sink();
-  std::scoped_lock lock(state.mutex);
-  if (!sink) sink = detail::print_to_stderr;
-  return std::exchange(state.sink, std::move(sink));
-}
+CAIRN_DECL diagnostic_sink set_diagnostic_sink(diagnostic_sink sink);
 
 /// Sends one diagnostic to the current sink. Thread-safe.
-inline void emit(severity level, diagnostic const& d) {
-  auto& state = detail::sink();
-  std::scoped_lock lock(state.mutex);
-  state.sink(level, d);
-}
+CAIRN_DECL void emit(severity level, diagnostic const& d);
 
 /// Installs a sink for the lifetime of this object, then restores the previous one.
 class scoped_diagnostic_sink {
@@ -64,3 +44,7 @@ private:
 };
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/config/impl/diagnostics.ipp>
+#endif

@@ -1,17 +1,12 @@
 #pragma once
 
+#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/detail/pretty.hpp>
 #include <cairn/config/override.hpp>
 #include <cairn/config/reflect.hpp>
 #include <cairn/config/validate.hpp>
 
-#include <boost/json/stream_parser.hpp>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,19 +21,7 @@ enum class output {
 
 namespace detail {
 
-inline boost::json::object write_changes(config_ops const& ops, void const* config, void const* defaults) {
-  boost::json::object out;
-  for (auto const& f : ops.fields) {
-    if (f.type->config) {
-      auto nested = write_changes(f.type->config(), f.member(config), f.member(defaults));
-      if (!nested.empty()) out[f.name] = std::move(nested);
-    } else {
-      auto value = f.type->write(f.member(config));
-      if (value != f.type->write(f.member(defaults))) out[f.name] = std::move(value);
-    }
-  }
-  return out;
-}
+CAIRN_DECL boost::json::object write_changes(config_ops const& ops, void const* config, void const* defaults);
 
 /// The whole pipeline: legacy rules, overrides, strict parse, validation; all errors at once.
 template <described_config T> T build(boost::json::value document, std::span<std::string const> overrides) {
@@ -52,47 +35,15 @@ template <described_config T> T build(boost::json::value document, std::span<std
   return config;
 }
 
-inline std::string line_and_column(std::string_view text, std::size_t offset) {
-  std::size_t line = 1, column = 1;
-  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return "line " + std::to_string(line) + ", column " + std::to_string(column);
-}
+CAIRN_DECL std::string line_and_column(std::string_view text, std::size_t offset);
 
 } // namespace detail
 
 /// Parses JSON text; a syntax error is a config_error naming `source` and the line and column.
-inline boost::json::value parse_json(std::string_view text, std::string_view source = "<string>") {
-  boost::json::stream_parser parser;
-  boost::system::error_code ec;
-  auto consumed = parser.write_some(text.data(), text.size(), ec);
-  if (!ec && consumed == text.size()) parser.finish(ec);
-  if (!ec && consumed < text.size()) {
-    auto extra = text.find_first_not_of(" \t\r\n", consumed);
-    if (extra != std::string_view::npos)
-      throw config_error(
-          {{std::string(source), "unexpected text after the JSON value at " + detail::line_and_column(text, extra)}});
-  }
-  if (ec)
-    throw config_error(
-        {{std::string(source), "invalid JSON at " + detail::line_and_column(text, consumed) + ": " + ec.message()}});
-  return parser.release();
-}
+CAIRN_DECL boost::json::value parse_json(std::string_view text, std::string_view source = "<string>");
 
 /// Reads a JSON file; an unreadable file or a syntax error is a config_error naming the file.
-inline boost::json::value read_json_file(std::filesystem::path const& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw config_error({{file.string(), std::string("cannot open: ") + std::strerror(errno)}});
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_json(text.str(), file.string());
-}
+CAIRN_DECL boost::json::value read_json_file(std::filesystem::path const& file);
 
 /// Reads a config from JSON without validating it. Unknown keys are errors.
 template <described_config T> T parse(boost::json::value const& document) {
@@ -154,3 +105,7 @@ template <described_config T> std::string to_string(T const& config, output whic
 }
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/config/impl/json.ipp>
+#endif

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/detail/type_name.hpp>
 #include <cairn/config/field.hpp>
 #include <cairn/config/legacy.hpp>
@@ -156,17 +157,29 @@ template <class V, class Pack> void erase_checks(void const* checks, std::vector
 // pointers into arrays and hand them to the ordinary functions below, which do the work once
 // for every config.
 
-template <class T> auto declared_fields() {
+template <class T> constexpr auto declared_fields() {
   if constexpr (requires { cairn_fields(static_cast<T const*>(nullptr)); })
     return cairn_fields(static_cast<T const*>(nullptr));
   else
     return pack<>();
 }
 
-/// The field list of T, with static storage so that checks can be pointed to.
+/// Whether T's `cairn_fields` is a constant expression (it is when declared constexpr).
+template <class T>
+concept constant_fields = requires {
+  typename std::bool_constant<(declared_fields<T>(), true)>;
+};
+
+/// The field list of T, with static storage so that checks can be pointed to; a constant
+/// where it can be, so that it costs no code.
 template <class T> auto const& field_list() {
-  static auto const list = declared_fields<T>();
-  return list;
+  if constexpr (constant_fields<T>) {
+    static constexpr auto list = declared_fields<T>();
+    return list;
+  } else {
+    static auto const list = declared_fields<T>();
+    return list;
+  }
 }
 
 /// Where `member` lies within `object`.
@@ -184,15 +197,7 @@ struct field_entry {
   void (*erase)(void const*, std::vector<erased_check>&); ///< turns `checks` into the field's
 };
 
-inline void apply_field_entries(config_ops& ops, std::span<field_entry const> entries) {
-  for (auto const& entry : entries) {
-    auto* field = ops.at_offset(entry.offset);
-    if (!field) continue; // a member that is not described: nothing to attach the metadata to
-    if (entry.description) field->description = *entry.description;
-    if (entry.hint) field->hint = *entry.hint;
-    if (entry.checks) entry.erase(entry.checks, field->checks);
-  }
-}
+CAIRN_DECL void apply_field_entries(config_ops& ops, std::span<field_entry const> entries);
 
 // An error here about `std::is_base_of_v<C, T>` means that a `cairn::field` names a member of
 // another struct: a config describes its own members with `field` and inherited ones with `update`.
@@ -247,15 +252,8 @@ template <class T> void const* default_of() {
 }
 
 /// A member named after a C++ keyword takes a trailing underscore (`export_`); its key does not.
-inline void add_fields(config_ops& ops, std::span<char const* const> names, std::span<std::size_t const> offsets,
-                       std::span<type_ops const* const> types) {
-  ops.fields.reserve(names.size());
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    std::string_view name = names[i];
-    if (name.size() > 1 && name.back() == '_') name.remove_suffix(1);
-    ops.fields.push_back({name, {}, cairn::hint::core, {}, offsets[i], types[i]});
-  }
-}
+CAIRN_DECL void add_fields(config_ops& ops, std::span<char const* const> names, std::span<std::size_t const> offsets,
+                           std::span<type_ops const* const> types);
 
 template <class V> constexpr type_ops make_type_ops();
 /// The operations of V: a constant, so that reaching them costs no code.
@@ -287,126 +285,26 @@ template <class T> config_ops const& config_of() {
 
 // --- algorithms over the field table --------------------------------------------------------
 
-inline std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
+CAIRN_DECL std::size_t edit_distance(std::string_view a, std::string_view b);
 
-inline std::string unknown_key_message(config_ops const& ops, std::string_view key) {
-  std::string_view best;
-  std::size_t best_distance = 3;
-  for (auto const& f : ops.fields) {
-    auto distance = edit_distance(key, f.name);
-    if (distance < best_distance) {
-      best = f.name;
-      best_distance = distance;
-    }
-  }
-  std::string message = "unknown key in " + std::string(ops.name);
-  if (!best.empty()) message += "; did you mean '" + std::string(best) + "'?";
-  return message;
-}
+CAIRN_DECL std::string unknown_key_message(config_ops const& ops, std::string_view key);
 
-inline void apply_rules(config_ops const& ops, boost::json::object& object, read_context& ctx) {
-  if (ops.legacy.empty()) return;
-  legacy_context context(ctx, ops.name);
-  for (auto const& rule : ops.legacy) rule.apply(object, context);
-}
+CAIRN_DECL void apply_rules(config_ops const& ops, boost::json::object& object, read_context& ctx);
 
-inline void read_config(config_ops const& ops, boost::json::value const& j, void* config, read_context& ctx);
-inline boost::json::value write_config(config_ops const& ops, void const* config);
-inline void config_schema(config_ops const& ops, boost::json::object& s);
-inline value_kind config_kind_at(config_ops const& ops, std::span<std::string_view const> path);
-inline void validate_config(config_ops const& ops, void* config, validation& ctx);
-inline void apply_config_legacy(config_ops const& ops, boost::json::value& j, read_context& ctx);
+CAIRN_DECL void read_config(config_ops const& ops, boost::json::value const& j, void* config, read_context& ctx);
+CAIRN_DECL boost::json::value write_config(config_ops const& ops, void const* config);
+CAIRN_DECL void config_schema(config_ops const& ops, boost::json::object& s);
+CAIRN_DECL value_kind config_kind_at(config_ops const& ops, std::span<std::string_view const> path);
+/// Nested configs first, then field checks, then the configs' own `validate` (skipped when
+/// anything below failed, since it may rely on sound fields).
+CAIRN_DECL void validate_config(config_ops const& ops, void* config, validation& ctx);
+CAIRN_DECL void apply_config_legacy(config_ops const& ops, boost::json::value& j, read_context& ctx);
 
-inline void read_value(type_ops const& type, boost::json::value const& j, void* value, read_context& ctx) {
-  if (type.config)
-    read_config(type.config(), j, value, ctx);
-  else
-    type.read(j, value, ctx);
-}
-inline boost::json::value write_value(type_ops const& type, void const* value) {
-  return type.config ? write_config(type.config(), value) : type.write(value);
-}
-inline std::string type_name_of(type_ops const& type) {
-  return type.config ? std::string(type.config().name) : type.type_name();
-}
+CAIRN_DECL void read_value(type_ops const& type, boost::json::value const& j, void* value, read_context& ctx);
+CAIRN_DECL boost::json::value write_value(type_ops const& type, void const* value);
+CAIRN_DECL std::string type_name_of(type_ops const& type);
 
-inline void read_fields(config_ops const& ops, boost::json::object const& object, void* config, read_context& ctx) {
-  std::size_t matched = 0;
-  for (auto const& f : ops.fields) {
-    auto const* value = object.if_contains(f.name);
-    if (!value) continue;
-    ++matched;
-    auto scope = ctx.enter(f.name);
-    read_value(*f.type, *value, f.member(config), ctx);
-  }
-  if (matched == object.size()) return;
-  for (auto const& entry : object)
-    if (!ops.find(entry.key())) ctx.unknown_key(entry.key(), unknown_key_message(ops, entry.key()));
-}
-
-inline void read_config(config_ops const& ops, boost::json::value const& j, void* config, read_context& ctx) {
-  if (!j.is_object()) {
-    ctx.error("expected an object (" + std::string(ops.name) + "), got " + describe_json(j));
-    return;
-  }
-  if (ops.legacy.empty()) {
-    read_fields(ops, j.get_object(), config, ctx);
-  } else {
-    boost::json::object current = j.get_object();
-    apply_rules(ops, current, ctx);
-    read_fields(ops, current, config, ctx);
-  }
-}
-
-inline boost::json::value write_config(config_ops const& ops, void const* config) {
-  boost::json::object out;
-  out.reserve(ops.fields.size());
-  for (auto const& f : ops.fields) out[f.name] = write_value(*f.type, f.member(config));
-  return out;
-}
-
-inline void config_schema(config_ops const& ops, boost::json::object& s) {
-  s["type"] = "object";
-  s["title"] = ops.name;
-  boost::json::object properties;
-  auto const* defaults = ops.defaults();
-  for (auto const& f : ops.fields) {
-    boost::json::object property;
-    if (f.type->config)
-      config_schema(f.type->config(), property);
-    else
-      f.type->schema(property);
-    auto* bounded = &property;
-    if (auto* any = property.if_contains("anyOf")) bounded = &any->as_array()[0].as_object();
-    for (auto const& check : f.checks) check.schema(check.check, *bounded);
-    if (!f.description.empty()) property["description"] = f.description;
-    property["default"] = write_value(*f.type, f.member(defaults));
-    if (f.hint == hint::deprecated) property["deprecated"] = true;
-    properties[f.name] = std::move(property);
-  }
-  s["properties"] = std::move(properties);
-  s["additionalProperties"] = false;
-}
-
-inline value_kind config_kind_at(config_ops const& ops, std::span<std::string_view const> path) {
-  if (path.empty()) return value_kind::json;
-  auto const* f = ops.find(path.front());
-  if (!f) return value_kind::unknown;
-  return f->type->config ? config_kind_at(f->type->config(), path.subspan(1)) : f->type->kind_at(path.subspan(1));
-}
+CAIRN_DECL void read_fields(config_ops const& ops, boost::json::object const& object, void* config, read_context& ctx);
 
 // --- type operations ------------------------------------------------------------------------
 
@@ -460,22 +358,6 @@ template <class V> constexpr type_ops make_type_ops() {
   ops.kind_at = &kind_at<V>;
   if constexpr (requires { value_traits<V>::names(); }) ops.enum_names = &value_traits<V>::names;
   return ops;
-}
-
-inline void apply_config_legacy(config_ops const& ops, boost::json::value& j, read_context& ctx) {
-  if (!j.is_object()) return;
-  auto& object = j.get_object();
-  apply_rules(ops, object, ctx);
-  for (auto const& f : ops.fields) {
-    if (!f.type->config && !f.type->apply_legacy) continue;
-    if (auto* child = object.if_contains(f.name)) {
-      auto scope = ctx.enter(f.name);
-      if (f.type->config)
-        apply_config_legacy(f.type->config(), *child, ctx);
-      else
-        f.type->apply_legacy(*child, ctx);
-    }
-  }
 }
 
 /// Applies the legacy rules of every config inside a value, before overrides are added.
@@ -532,29 +414,6 @@ template <class T> void run_validate_chain(void* object, validation& ctx) {
   }
 }
 
-/// Nested configs first, then field checks, then the configs' own `validate` (skipped when
-/// anything below failed, since it may rely on sound fields).
-inline void validate_config(config_ops const& ops, void* config, validation& ctx) {
-  for (auto const& f : ops.fields) {
-    if (!f.type->config && !f.type->validate) continue;
-    auto scope = ctx.enter(f.name);
-    if (f.type->config)
-      validate_config(f.type->config(), f.member(config), ctx);
-    else
-      f.type->validate(f.member(config), ctx);
-  }
-  for (auto const& f : ops.fields) {
-    if (f.checks.empty() || ctx.has_errors_under(ctx.join(f.name))) continue;
-    for (auto const& check : f.checks) {
-      if (auto failure = check.test(check.check, f.member(config))) {
-        ctx.error(f.name, std::move(*failure));
-        break;
-      }
-    }
-  }
-  if (!ctx.has_errors_under(ctx.path())) ops.validate_chain(config, ctx);
-}
-
 template <class V> void validate_value(void* object, validation& ctx) {
   auto& value = *static_cast<V*>(object);
   if constexpr (described_config<V>) {
@@ -594,3 +453,7 @@ template <described_config T> struct value_traits<T> {
 };
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/config/impl/reflect.ipp>
+#endif

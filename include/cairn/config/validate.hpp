@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/diagnostics.hpp>
 #include <cairn/config/reflect.hpp>
 
@@ -12,12 +13,7 @@ namespace cairn {
 namespace detail {
 
 /// Validates on top of earlier errors (from parsing), emits warnings, throws on errors.
-inline void finish_validation(config_ops const& ops, void* config, std::vector<diagnostic> earlier) {
-  validation ctx(std::move(earlier));
-  validate_config(ops, config, ctx);
-  for (auto const& w : ctx.warnings()) emit(severity::warning, w);
-  if (!ctx.errors().empty()) throw config_error(ctx.errors());
-}
+CAIRN_DECL void finish_validation(config_ops const& ops, void* config, std::vector<diagnostic> earlier);
 
 } // namespace detail
 
@@ -28,3 +24,7 @@ template <described_config T> void validate(T& config) {
 }
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/config/impl/validate.ipp>
+#endif

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/detail/show.hpp>
 #include <cairn/config/detail/type_name.hpp>
 #include <cairn/config/read_context.hpp>
@@ -47,33 +48,13 @@ template <class T> inline constexpr bool is_string_map = false;
 template <class T, class C, class A> inline constexpr bool is_string_map<std::map<std::string, T, C, A>> = true;
 
 /// How a JSON value is named in "expected X, got Y".
-inline std::string describe_json(boost::json::value const& j) {
-  switch (j.kind()) {
-  case boost::json::kind::null:
-    return "null";
-  case boost::json::kind::bool_:
-    return j.get_bool() ? "true" : "false";
-  case boost::json::kind::int64:
-    return "number " + show(j.get_int64());
-  case boost::json::kind::uint64:
-    return "number " + show(j.get_uint64());
-  case boost::json::kind::double_:
-    return "number " + show(j.get_double());
-  case boost::json::kind::string:
-    return "string " + show(std::string_view(j.get_string()));
-  case boost::json::kind::array:
-    return "an array";
-  case boost::json::kind::object:
-    return "an object";
-  }
-  return "a value";
-}
+CAIRN_DECL std::string describe_json(boost::json::value const& j);
 
 template <class V> std::string integer_name() {
   return (std::is_signed_v<V> ? "int" : "uint") + std::to_string(8 * sizeof(V));
 }
 
-inline boost::json::value string_value(std::string_view s) { return boost::json::string(s.data(), s.size()); }
+CAIRN_DECL boost::json::value string_value(std::string_view s);
 
 } // namespace detail
 
@@ -307,3 +288,7 @@ template <class U, class C, class A> struct value_traits<std::map<std::string, U
 };
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/config/impl/value.ipp>
+#endif

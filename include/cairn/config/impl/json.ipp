@@ -1,0 +1,72 @@
+// Definitions of <cairn/config/json.hpp>: inline in a header-only build, compiled once by
+// <cairn/config/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+#pragma once
+
+#include <cairn/config/json.hpp>
+
+#include <boost/json/stream_parser.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace cairn::detail {
+
+CAIRN_DECL boost::json::object write_changes(config_ops const& ops, void const* config, void const* defaults) {
+  boost::json::object out;
+  for (auto const& f : ops.fields) {
+    if (f.type->config) {
+      auto nested = write_changes(f.type->config(), f.member(config), f.member(defaults));
+      if (!nested.empty()) out[f.name] = std::move(nested);
+    } else {
+      auto value = f.type->write(f.member(config));
+      if (value != f.type->write(f.member(defaults))) out[f.name] = std::move(value);
+    }
+  }
+  return out;
+}
+
+CAIRN_DECL std::string line_and_column(std::string_view text, std::size_t offset) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+} // namespace cairn::detail
+
+namespace cairn {
+
+CAIRN_DECL boost::json::value parse_json(std::string_view text, std::string_view source) {
+  boost::json::stream_parser parser;
+  boost::system::error_code ec;
+  auto consumed = parser.write_some(text.data(), text.size(), ec);
+  if (!ec && consumed == text.size()) parser.finish(ec);
+  if (!ec && consumed < text.size()) {
+    auto extra = text.find_first_not_of(" \t\r\n", consumed);
+    if (extra != std::string_view::npos)
+      throw config_error(
+          {{std::string(source), "unexpected text after the JSON value at " + detail::line_and_column(text, extra)}});
+  }
+  if (ec)
+    throw config_error(
+        {{std::string(source), "invalid JSON at " + detail::line_and_column(text, consumed) + ": " + ec.message()}});
+  return parser.release();
+}
+
+CAIRN_DECL boost::json::value read_json_file(std::filesystem::path const& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw config_error({{file.string(), std::string("cannot open: ") + std::strerror(errno)}});
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_json(text.str(), file.string());
+}
+
+} // namespace cairn
