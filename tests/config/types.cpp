@@ -142,6 +142,27 @@ TEST_CASE("integers are range-checked, never wrapped") {
   CHECK(cairn::parse<all_types>(cairn::parse_json(R"({"medium": 2e3})")).medium == 2000);
 }
 
+TEST_CASE("integer bounds are exact at both ends of every width") {
+  auto read = [](char const* text) { return cairn::parse<all_types>(cairn::parse_json(text)); };
+  CHECK(read(R"({"tiny": -128.0})").tiny == -128);
+  CHECK(read(R"({"tiny": 127})").tiny == 127);
+  CHECK(read(R"({"port": -0.0})").port == 0);
+  CHECK(read(R"({"big": -9223372036854775808.0})").big == std::numeric_limits<std::int64_t>::min());
+  CHECK(read(R"({"big": 9223372036854775807})").big == std::numeric_limits<std::int64_t>::max());
+  CHECK(read(R"({"medium": -2147483648})").medium == std::numeric_limits<std::int32_t>::min());
+  CHECK(errors_of<all_types>(R"({"tiny": -129})") ==
+        std::vector<std::string>{"tiny: -129 is out of range for int8 [-128, 127]"});
+  CHECK(errors_of<all_types>(R"({"huge": -1})") ==
+        std::vector<std::string>{"huge: -1 is out of range for uint64 [0, 18446744073709551615]"});
+  CHECK(errors_of<all_types>(R"({"huge": 1e20})") ==
+        std::vector<std::string>{"huge: 1e+20 is out of range for uint64 [0, 18446744073709551615]"});
+  CHECK(errors_of<all_types>(R"({"big": 9223372036854775808})") ==
+        std::vector<std::string>{
+            "big: 9223372036854775808 is out of range for int64 [-9223372036854775808, 9223372036854775807]"});
+  CHECK(errors_of<all_types>(R"({"medium": -2147483649})") ==
+        std::vector<std::string>{"medium: -2147483649 is out of range for int32 [-2147483648, 2147483647]"});
+}
+
 TEST_CASE("type mismatches name the path and what was found") {
   CHECK(errors_of<all_types>(R"({"flag": 1})") == std::vector<std::string>{"flag: expected a boolean, got number 1"});
   CHECK(errors_of<all_types>(R"({"text": false})") == std::vector<std::string>{"text: expected a string, got false"});

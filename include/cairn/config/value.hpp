@@ -50,59 +50,39 @@ template <class T, class C, class A> inline constexpr bool is_string_map<std::ma
 /// How a JSON value is named in "expected X, got Y".
 CAIRN_DECL std::string describe_json(boost::json::value const& j);
 
-template <class V> std::string integer_name() {
-  return (std::is_signed_v<V> ? "int" : "uint") + std::to_string(8 * sizeof(V));
-}
+/// The size and signedness of an integer type, for the ordinary functions that read it.
+struct integer_kind {
+  bool is_signed;
+  unsigned char bytes;
+};
+template <class V> inline constexpr integer_kind integer_kind_of{std::is_signed_v<V>, sizeof(V)};
+
+/// `int32`, `uint64`, ...
+CAIRN_DECL std::string integer_name(integer_kind kind);
+/// Reads an integer of `kind` into `out` (an object of that type); out of range, fractional and
+/// non-numeric values are errors in `ctx`, and leave `out` alone.
+CAIRN_DECL void read_integer(boost::json::value const& j, void* out, integer_kind kind, read_context& ctx);
+CAIRN_DECL void integer_schema(boost::json::object& s, integer_kind kind);
+/// Reads a number as a double; anything else is an error in `ctx`, and gives nothing.
+CAIRN_DECL std::optional<double> read_number(boost::json::value const& j, read_context& ctx);
+CAIRN_DECL void number_schema(boost::json::object& s);
+CAIRN_DECL void optional_schema(boost::json::object& s, boost::json::object inner);
 
 CAIRN_DECL boost::json::value string_value(std::string_view s);
 
 } // namespace detail
 
 template <> struct value_traits<bool> {
-  static void read(boost::json::value const& j, bool& v, read_context& ctx) {
-    if (j.is_bool())
-      v = j.get_bool();
-    else
-      ctx.error("expected a boolean, got " + detail::describe_json(j));
-  }
+  CAIRN_DECL static void read(boost::json::value const& j, bool& v, read_context& ctx);
   static boost::json::value write(bool v) { return v; }
   static std::string type_name() { return "bool"; }
-  static void schema(boost::json::object& s) { s["type"] = "boolean"; }
+  CAIRN_DECL static void schema(boost::json::object& s);
 };
 
 template <class V>
 requires std::integral<V> &&(!std::is_same_v<V, bool>)&&(!std::is_same_v<V, char>)struct value_traits<V> {
   static void read(boost::json::value const& j, V& v, read_context& ctx) {
-    using limits = std::numeric_limits<V>;
-    auto out_of_range = [&](std::string const& shown) {
-      ctx.error(shown + " is out of range for " + type_name() + " [" + detail::show(limits::min()) + ", " +
-                detail::show(limits::max()) + "]");
-    };
-    if (j.is_int64()) {
-      auto x = j.get_int64();
-      if (std::in_range<V>(x))
-        v = static_cast<V>(x);
-      else
-        out_of_range(detail::show(x));
-    } else if (j.is_uint64()) {
-      auto x = j.get_uint64();
-      if (std::in_range<V>(x))
-        v = static_cast<V>(x);
-      else
-        out_of_range(detail::show(x));
-    } else if (j.is_double()) {
-      double x = j.get_double();
-      if (std::trunc(x) != x) {
-        ctx.error("expected an integer, got " + detail::describe_json(j));
-      } else if (static_cast<long double>(x) < static_cast<long double>(limits::min()) ||
-                 static_cast<long double>(x) > static_cast<long double>(limits::max())) {
-        out_of_range(detail::show(x));
-      } else {
-        v = static_cast<V>(x);
-      }
-    } else {
-      ctx.error("expected an integer, got " + detail::describe_json(j));
-    }
+    detail::read_integer(j, &v, detail::integer_kind_of<V>, ctx);
   }
   static boost::json::value write(V v) {
     if constexpr (std::is_signed_v<V>)
@@ -110,54 +90,33 @@ requires std::integral<V> &&(!std::is_same_v<V, bool>)&&(!std::is_same_v<V, char
     else
       return static_cast<std::uint64_t>(v);
   }
-  static std::string type_name() { return detail::integer_name<V>(); }
-  static void schema(boost::json::object& s) {
-    s["type"] = "integer";
-    if constexpr (sizeof(V) < 8) {
-      s["minimum"] = static_cast<std::int64_t>(std::numeric_limits<V>::min());
-      s["maximum"] = static_cast<std::int64_t>(std::numeric_limits<V>::max());
-    } else if constexpr (std::is_unsigned_v<V>) {
-      s["minimum"] = 0;
-    }
-  }
+  static std::string type_name() { return detail::integer_name(detail::integer_kind_of<V>); }
+  static void schema(boost::json::object& s) { detail::integer_schema(s, detail::integer_kind_of<V>); }
 };
 
 template <std::floating_point V> struct value_traits<V> {
   static void read(boost::json::value const& j, V& v, read_context& ctx) {
-    if (j.is_number())
-      v = static_cast<V>(j.to_number<double>());
-    else
-      ctx.error("expected a number, got " + detail::describe_json(j));
+    if (auto x = detail::read_number(j, ctx)) v = static_cast<V>(*x);
   }
   static boost::json::value write(V v) { return static_cast<double>(v); }
   static std::string type_name() { return "float" + std::to_string(8 * sizeof(V)); }
-  static void schema(boost::json::object& s) { s["type"] = "number"; }
+  static void schema(boost::json::object& s) { detail::number_schema(s); }
 };
 
 template <> struct value_traits<std::string> {
   static constexpr bool textual = true;
-  static void read(boost::json::value const& j, std::string& v, read_context& ctx) {
-    if (j.is_string())
-      v = std::string_view(j.get_string());
-    else
-      ctx.error("expected a string, got " + detail::describe_json(j));
-  }
-  static boost::json::value write(std::string const& v) { return detail::string_value(v); }
+  CAIRN_DECL static void read(boost::json::value const& j, std::string& v, read_context& ctx);
+  CAIRN_DECL static boost::json::value write(std::string const& v);
   static std::string type_name() { return "string"; }
-  static void schema(boost::json::object& s) { s["type"] = "string"; }
+  CAIRN_DECL static void schema(boost::json::object& s);
 };
 
 template <> struct value_traits<std::filesystem::path> {
   static constexpr bool textual = true;
-  static void read(boost::json::value const& j, std::filesystem::path& v, read_context& ctx) {
-    if (j.is_string())
-      v = std::string_view(j.get_string());
-    else
-      ctx.error("expected a path (string), got " + detail::describe_json(j));
-  }
-  static boost::json::value write(std::filesystem::path const& v) { return detail::string_value(v.string()); }
+  CAIRN_DECL static void read(boost::json::value const& j, std::filesystem::path& v, read_context& ctx);
+  CAIRN_DECL static boost::json::value write(std::filesystem::path const& v);
   static std::string type_name() { return "path"; }
-  static void schema(boost::json::object& s) { s["type"] = "string"; }
+  CAIRN_DECL static void schema(boost::json::object& s);
 };
 
 /// Described enums are written as their enumerator names.
@@ -221,14 +180,7 @@ template <class U> struct value_traits<std::optional<U>> {
   static void schema(boost::json::object& s) {
     boost::json::object inner;
     value_traits<U>::schema(inner);
-    if (auto* list = inner.if_contains("enum"); list && list->is_array()) list->as_array().emplace_back(nullptr);
-    if (auto* type = inner.if_contains("type"); type && type->is_string() && !inner.contains("properties")) {
-      boost::json::array both{*type, "null"};
-      inner["type"] = std::move(both);
-      for (auto& entry : inner) s[entry.key()] = entry.value();
-    } else {
-      s["anyOf"] = boost::json::array{std::move(inner), boost::json::object{{"type", "null"}}};
-    }
+    detail::optional_schema(s, std::move(inner));
   }
 };
 

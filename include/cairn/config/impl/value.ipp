@@ -4,6 +4,11 @@
 
 #include <cairn/config/value.hpp>
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
 namespace cairn::detail {
 
 CAIRN_DECL std::string describe_json(boost::json::value const& j) {
@@ -30,4 +35,120 @@ CAIRN_DECL std::string describe_json(boost::json::value const& j) {
 
 CAIRN_DECL boost::json::value string_value(std::string_view s) { return boost::json::string(s.data(), s.size()); }
 
+CAIRN_DECL std::string integer_name(integer_kind kind) {
+  return (kind.is_signed ? "int" : "uint") + std::to_string(8 * kind.bytes);
+}
+
+template <class V> void store_integer(void* out, V value) { std::memcpy(out, &value, sizeof value); }
+
+CAIRN_DECL void read_integer(boost::json::value const& j, void* out, integer_kind kind, read_context& ctx) {
+  unsigned bits = 8u * kind.bytes;
+  // The largest magnitude of a negative value, and the largest value.
+  std::uint64_t negative_limit = kind.is_signed ? std::uint64_t{1} << (bits - 1) : 0;
+  std::uint64_t high = std::numeric_limits<std::uint64_t>::max() >> (64 - bits + (kind.is_signed ? 1 : 0));
+  // The value as a sign and a magnitude, exact for every JSON integer.
+  bool negative = false, huge = false;
+  std::uint64_t magnitude = 0;
+  std::string shown;
+  if (j.is_int64()) {
+    auto x = j.get_int64();
+    negative = x < 0;
+    magnitude = negative ? 0 - static_cast<std::uint64_t>(x) : static_cast<std::uint64_t>(x);
+    shown = show(x);
+  } else if (j.is_uint64()) {
+    magnitude = j.get_uint64();
+    shown = show(magnitude);
+  } else if (j.is_double() && std::trunc(j.get_double()) == j.get_double()) {
+    double x = j.get_double();
+    shown = show(x);
+    negative = x < 0;
+    huge = std::fabs(x) >= 18446744073709551616.0; // 2^64; below it the conversion is exact
+    if (!huge) magnitude = static_cast<std::uint64_t>(std::fabs(x));
+  } else {
+    ctx.error("expected an integer, got " + describe_json(j));
+    return;
+  }
+  bool fits = !huge && (negative && magnitude != 0 ? magnitude <= negative_limit : magnitude <= high);
+  if (!fits) {
+    std::string bounds = kind.is_signed ? "-" + show(negative_limit) + ", " + show(high) : "0, " + show(high);
+    ctx.error(shown + " is out of range for " + integer_name(kind) + " [" + bounds + "]");
+    return;
+  }
+  // Two's complement: the low bytes of the 64-bit value are the value in the smaller type.
+  std::uint64_t value = negative ? 0 - magnitude : magnitude;
+  switch (kind.bytes) {
+  case 1:
+    return store_integer(out, static_cast<std::uint8_t>(value));
+  case 2:
+    return store_integer(out, static_cast<std::uint16_t>(value));
+  case 4:
+    return store_integer(out, static_cast<std::uint32_t>(value));
+  default:
+    return store_integer(out, value);
+  }
+}
+
+CAIRN_DECL void integer_schema(boost::json::object& s, integer_kind kind) {
+  s["type"] = "integer";
+  unsigned bits = 8u * kind.bytes;
+  if (kind.bytes < 8) {
+    s["minimum"] = kind.is_signed ? -(std::int64_t{1} << (bits - 1)) : std::int64_t{0};
+    s["maximum"] = kind.is_signed ? (std::int64_t{1} << (bits - 1)) - 1 : (std::int64_t{1} << bits) - 1;
+  } else if (!kind.is_signed) {
+    s["minimum"] = 0;
+  }
+}
+
+CAIRN_DECL std::optional<double> read_number(boost::json::value const& j, read_context& ctx) {
+  if (j.is_number()) return j.to_number<double>();
+  ctx.error("expected a number, got " + describe_json(j));
+  return std::nullopt;
+}
+
+CAIRN_DECL void number_schema(boost::json::object& s) { s["type"] = "number"; }
+
+CAIRN_DECL void optional_schema(boost::json::object& s, boost::json::object inner) {
+  if (auto* list = inner.if_contains("enum"); list && list->is_array()) list->as_array().emplace_back(nullptr);
+  if (auto* type = inner.if_contains("type"); type && type->is_string() && !inner.contains("properties")) {
+    boost::json::array both{*type, "null"};
+    inner["type"] = std::move(both);
+    for (auto& entry : inner) s[entry.key()] = entry.value();
+  } else {
+    s["anyOf"] = boost::json::array{std::move(inner), boost::json::object{{"type", "null"}}};
+  }
+}
+
 } // namespace cairn::detail
+
+namespace cairn {
+
+CAIRN_DECL void value_traits<bool>::read(boost::json::value const& j, bool& v, read_context& ctx) {
+  if (j.is_bool())
+    v = j.get_bool();
+  else
+    ctx.error("expected a boolean, got " + detail::describe_json(j));
+}
+CAIRN_DECL void value_traits<bool>::schema(boost::json::object& s) { s["type"] = "boolean"; }
+
+CAIRN_DECL void value_traits<std::string>::read(boost::json::value const& j, std::string& v, read_context& ctx) {
+  if (j.is_string())
+    v = std::string_view(j.get_string());
+  else
+    ctx.error("expected a string, got " + detail::describe_json(j));
+}
+CAIRN_DECL boost::json::value value_traits<std::string>::write(std::string const& v) { return detail::string_value(v); }
+CAIRN_DECL void value_traits<std::string>::schema(boost::json::object& s) { s["type"] = "string"; }
+
+CAIRN_DECL void value_traits<std::filesystem::path>::read(boost::json::value const& j, std::filesystem::path& v,
+                                                          read_context& ctx) {
+  if (j.is_string())
+    v = std::string_view(j.get_string());
+  else
+    ctx.error("expected a path (string), got " + detail::describe_json(j));
+}
+CAIRN_DECL boost::json::value value_traits<std::filesystem::path>::write(std::filesystem::path const& v) {
+  return detail::string_value(v.string());
+}
+CAIRN_DECL void value_traits<std::filesystem::path>::schema(boost::json::object& s) { s["type"] = "string"; }
+
+} // namespace cairn
