@@ -302,19 +302,10 @@ inline void apply_pretrained_config(train_config& cfg) {
   auto const& p = cfg.pretrained;
   auto source = p.path.string();
   boost::json::value stored;
-  switch (p.format) {
-  case cairn::checkpoint_format::distributed:
-    stored = cairn::read_checkpoint_metadata(cairn::formats::metadata_file(p.path)).config;
-    break;
-  case cairn::checkpoint_format::state_dict: {
-    auto index = cairn::formats::state_dict_index(p.path);
-    stored = cairn::parse_checkpoint_metadata(cairn::io::read_index(index).metadata, index.string()).config;
-    break;
-  }
-  case cairn::checkpoint_format::external:
+  if (p.format == cairn::checkpoint_format::external)
     stored = boost::json::object{{"model", cairn::to_json(cairn::external::load_config(converter(), p.path))}};
-    break;
-  }
+  else
+    stored = cairn::detail::read_stored_metadata(p.path, p.format).config;
   cairn::apply_stored_config(cfg, stored, &train_config::model, p.load_config, source);
 }
 

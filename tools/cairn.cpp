@@ -76,11 +76,8 @@ std::optional<std::optional<std::string>> save_problem(std::filesystem::path con
 
 /// The checkpoint metadata of a distributed or state_dict directory.
 std::optional<cairn::checkpoint_metadata> metadata_of(std::filesystem::path const& path, std::string const& format) {
-  if (format == "distributed") return cairn::read_checkpoint_metadata(cairn::formats::metadata_file(path));
-  if (format == "state_dict") {
-    auto index = cairn::io::read_index(cairn::formats::state_dict_index(path));
-    return cairn::parse_checkpoint_metadata(index.metadata, cairn::formats::state_dict_index(path).string());
-  }
+  if (format == "distributed") return cairn::detail::read_stored_metadata(path, cairn::checkpoint_format::distributed);
+  if (format == "state_dict") return cairn::detail::read_stored_metadata(path, cairn::checkpoint_format::state_dict);
   return std::nullopt;
 }
 

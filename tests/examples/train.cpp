@@ -222,6 +222,16 @@ TEST_CASE("a shutdown exits 0 after its checkpoint; an export inspects, verifies
                       "pretrained.format=external", "pretrained.model_type=cairn_mlp"});
   REQUIRE(fresh.status == 0);
   CHECK(fresh.output.find("initialised from") != std::string::npos);
+  // The same from a checkpoint of the run (two ranks' shards into one): its stored metadata
+  // carries the config, and the weights only fit once its sizes are taken.
+  auto checkpoint = dir / "checkpoints" / "12";
+  auto described = tool({"inspect", checkpoint.string()}, tmp / "inspect2");
+  CHECK(described.output.find("saved by 2 ranks") != std::string::npos);
+  auto from_checkpoint = train(1, tmp / "from-checkpoint",
+                               {"training.train_iters=2", "model.hidden=64", "pretrained.path=" + checkpoint.string(),
+                                "pretrained.format=distributed"});
+  REQUIRE(from_checkpoint.status == 0);
+  CHECK(from_checkpoint.output.find("initialised from") != std::string::npos);
 
   // A damaged export fails verification, naming the file.
   {

@@ -88,6 +88,23 @@ inline void write_state_dict_index(std::filesystem::path const& dir, checkpoint_
   io::write_index(formats::state_dict_index(dir), index);
 }
 
+/// What a checkpoint of cairn's own formats stores about itself: `metadata.json` of a
+/// distributed checkpoint, the metadata of a state_dict checkpoint's index. Errors name the
+/// file; an external checkpoint stores none (its `config.json` is the converter's).
+inline checkpoint_metadata read_stored_metadata(std::filesystem::path const& dir, checkpoint_format format) {
+  switch (format) {
+  case checkpoint_format::distributed:
+    return read_checkpoint_metadata(formats::metadata_file(dir));
+  case checkpoint_format::state_dict: {
+    auto index = formats::state_dict_index(dir);
+    return parse_checkpoint_metadata(io::read_index(index).metadata, index.string());
+  }
+  case checkpoint_format::external:
+    break;
+  }
+  throw error(dir.string() + ": an external checkpoint stores no cairn metadata");
+}
+
 /// The stored element type of a floating tensor saved with `data_type`.
 inline io::dtype stored_type(io::dtype type, std::optional<cairn::data_type> const& conversion) {
   if (!conversion || !io::is_floating(type)) return type;
