@@ -1,6 +1,7 @@
 // Field metadata: descriptions, hints, checks, and FieldUpdate in derived configs.
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,7 +28,30 @@ template <class T> std::string description_of(std::string const& name) {
 
 template <class T> cairn::hint hint_of(std::string const& name) { return field_named<T>(name).hint; }
 
+// A field list that is not a constant expression (its check holds a std::function): cairn
+// keeps it in a static initialised at run time instead of a constant.
+struct runtime_fields {
+  int workers = 1;
+};
+BOOST_DESCRIBE_STRUCT(runtime_fields, (), (workers))
+auto cairn_fields(runtime_fields const*) {
+  std::function<bool(int)> even = [](int n) { return n % 2 == 0; };
+  return cairn::fields(cairn::field(&runtime_fields::workers, "Worker count.", cairn::hint::performance,
+                                    cairn::check::satisfies(even, "must be even")));
+}
+
 } // namespace
+
+TEST_CASE("a field list built at run time works like a constant one") {
+  static_assert(!cairn::detail::constant_fields<runtime_fields>);
+  static_assert(cairn::detail::constant_fields<fixture::model_config>);
+  CHECK(description_of<runtime_fields>("workers") == "Worker count.");
+  CHECK(hint_of<runtime_fields>("workers") == cairn::hint::performance);
+  runtime_fields config;
+  CHECK_THROWS_WITH_AS(cairn::validate(config), doctest::Contains("workers: must be even"), cairn::config_error);
+  config.workers = 2;
+  CHECK_NOTHROW(cairn::validate(config));
+}
 
 TEST_CASE("fields come in declaration order, inherited ones first") {
   CHECK(field_names<fixture::interval_config>() == std::vector<std::string>{"interval", "offset"});
