@@ -100,8 +100,8 @@ struct config_ops {
   std::string_view name;
   std::vector<field_info> fields;
   std::vector<legacy_rule> legacy;
-  void (*validate_chain)(void*, validation&);
-  void const* (*defaults)(); ///< a `T{}` that lives as long as the program
+  void (*validate_chain)(void*, validation&); ///< null when no class of the config declares `validate`
+  void const* (*defaults)();                  ///< a `T{}` that lives as long as the program
 
   [[nodiscard]] field_info const* find(std::string_view key) const {
     for (auto const& f : fields)
@@ -244,7 +244,33 @@ template <class T> void collect_legacy_rules(std::vector<legacy_rule>& rules) {
   }
 }
 
+template <class T>
+concept declares_validate = requires {
+  requires std::is_same_v<decltype(&T::validate), void (T::*)(validation&)>;
+};
+template <class T>
+concept declares_plain_validate = requires {
+  requires std::is_same_v<decltype(&T::validate), void (T::*)()>;
+};
+
+template <class T> constexpr bool has_validation();
+template <template <class...> class L, class... B> constexpr bool any_validates(L<B...>) {
+  return (has_validation<typename B::type>() || ...);
+}
+/// Whether T or one of its bases declares `validate`.
+template <class T> constexpr bool has_validation() {
+  return declares_validate<T> || declares_plain_validate<T> || any_validates(bases_of<T>());
+}
+
 template <class T> void run_validate_chain(void* object, validation& ctx);
+
+/// The function that runs the `validate` chain of T, or none when no class in it has one.
+template <class T> constexpr void (*validate_chain_of())(void*, validation&) {
+  if constexpr (has_validation<T>())
+    return &run_validate_chain<T>;
+  else
+    return nullptr;
+}
 
 template <class T> void const* default_of() {
   static T const value{};
@@ -269,17 +295,20 @@ void add_members(config_ops& ops, T const& object, L<D...>) {
   }
 }
 
-template <class T> config_ops build_config_ops() {
-  config_ops ops{config_name<T>(), {}, {}, &run_validate_chain<T>, &default_of<T>};
-  auto const& defaults = *static_cast<T const*>(default_of<T>());
+/// Fills the field table of T from its description, given `T{}`.
+template <class T> void fill_config_ops(config_ops& ops, void const* object) {
+  auto const& defaults = *static_cast<T const*>(object);
   add_members(ops, defaults, members_of<T>());
   apply_entries<T>(ops, defaults);
   collect_legacy_rules<T>(ops.legacy);
-  return ops;
 }
 
+CAIRN_DECL config_ops make_config_ops(std::string_view name, void (*validate_chain)(void*, validation&),
+                                      void const* (*defaults)(), void (*fill)(config_ops&, void const*));
+
 template <class T> config_ops const& config_of() {
-  static config_ops const ops = build_config_ops<T>();
+  static config_ops const ops =
+      make_config_ops(config_name<T>(), validate_chain_of<T>(), &default_of<T>, &fill_config_ops<T>);
   return ops;
 }
 
@@ -384,21 +413,12 @@ template <class V> void apply_legacy_value(boost::json::value& j, read_context& 
 
 // --- validation ----------------------------------------------------------------------------
 
-template <class T>
-concept declares_validate = requires {
-  requires std::is_same_v<decltype(&T::validate), void (T::*)(validation&)>;
-};
-template <class T>
-concept declares_plain_validate = requires {
-  requires std::is_same_v<decltype(&T::validate), void (T::*)()>;
-};
-
 /// Each class's own `validate`, most basic class first.
 template <class T> void run_validate_chain(void* object, validation& ctx) {
   auto& config = *static_cast<T*>(object);
   boost::mp11::mp_for_each<bases_of<T>>([&](auto base) {
     using base_type = typename decltype(base)::type;
-    run_validate_chain<base_type>(static_cast<base_type*>(&config), ctx);
+    if constexpr (has_validation<base_type>()) run_validate_chain<base_type>(static_cast<base_type*>(&config), ctx);
   });
   if constexpr (declares_validate<T> || declares_plain_validate<T>) {
     try {

@@ -6,6 +6,13 @@
 
 namespace cairn::detail {
 
+CAIRN_DECL config_ops make_config_ops(std::string_view name, void (*validate_chain)(void*, validation&),
+                                      void const* (*defaults)(), void (*fill)(config_ops&, void const*)) {
+  config_ops ops{name, {}, {}, validate_chain, defaults};
+  fill(ops, defaults());
+  return ops;
+}
+
 CAIRN_DECL void apply_field_entries(config_ops& ops, std::span<field_entry const> entries) {
   for (auto const& entry : entries) {
     auto* field = ops.at_offset(entry.offset);
@@ -176,7 +183,7 @@ CAIRN_DECL void validate_config(config_ops const& ops, void* config, validation&
       }
     }
   }
-  if (!ctx.has_errors_under(ctx.path())) ops.validate_chain(config, ctx);
+  if (ops.validate_chain && !ctx.has_errors_under(ctx.path())) ops.validate_chain(config, ctx);
 }
 
 } // namespace cairn::detail
