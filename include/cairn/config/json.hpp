@@ -26,7 +26,7 @@ CAIRN_DECL boost::json::object write_changes(config_ops const& ops, void const* 
 /// The whole pipeline: legacy rules, overrides, strict parse, validation; all errors at once.
 template <described_config T> T build(boost::json::value document, std::span<std::string const> overrides) {
   read_context ctx;
-  apply_legacy_value<T>(document, ctx);
+  apply_legacy_value(type_ops_of<T>, document, ctx);
   apply_overrides<T>(document, overrides, ctx);
   T config{};
   auto const& ops = config_of<T>();

@@ -58,20 +58,40 @@ enum class value_kind { text, json, unknown };
 
 struct config_ops;
 
+struct container_ops;
+
 /// The operations cairn needs on a value of one type, reached through `void*`. For a described
-/// config only `config` is set: the algorithms below handle configs through its field table.
+/// config only `config` is set, for a `std::optional`, `std::vector` or `std::map` with string
+/// keys `container` (and `assign`): the ordinary functions below handle both through their
+/// tables. Every other type goes through its `value_traits`.
 struct type_ops {
   void (*read)(boost::json::value const&, void*, read_context&);
   boost::json::value (*write)(void const*);
   std::string (*type_name)();
   void (*schema)(boost::json::object&);
   void (*assign)(void*, void const*);
-  config_ops const& (*config)();                            ///< set for a described config
-  config_ops const& (*optional_config)();                   ///< set for std::optional of a described config
-  void (*validate)(void*, validation&);                     ///< set when the value holds configs
-  void (*apply_legacy)(boost::json::value&, read_context&); ///< set when the value holds configs
-  value_kind (*kind_at)(std::span<std::string_view const>);
-  std::string (*enum_names)(); ///< set for described enums
+  config_ops const& (*config)();          ///< set for a described config
+  config_ops const& (*optional_config)(); ///< set for std::optional of a described config
+  container_ops const* container;         ///< set for optional, vector and map
+  bool holds_config;                      ///< whether the value is or contains configs
+  bool textual;                           ///< whether the value is written as a JSON string
+  std::string (*enum_names)();            ///< set for described enums
+};
+
+enum class container_kind : unsigned char { optional, vector, map };
+
+/// A container's elements, reached through `void*`; `element` are the elements' operations.
+struct container_ops {
+  container_kind kind;
+  type_ops const* element;
+  std::size_t (*size)(void const*);         ///< optional: 0 or 1
+  void* (*at)(void*, std::size_t);          ///< optional and vector
+  void (*clear)(void*);                     ///< all: no elements
+  void* (*emplace)(void*);                  ///< optional: a new `U{}`
+  void (*resize)(void*, std::size_t);       ///< vector: n elements `U{}`
+  void* (*insert)(void*, std::string_view); ///< map: the element at a key, `U{}` if new
+  /// map: calls `visit(context, key, element)` on each element, in key order.
+  void (*for_each)(void*, void* context, void (*visit)(void*, std::string_view, void*));
 };
 
 /// A check of a field, with its type erased; `check` points into the config's static field list.
@@ -332,6 +352,13 @@ CAIRN_DECL void apply_config_legacy(config_ops const& ops, boost::json::value& j
 CAIRN_DECL void read_value(type_ops const& type, boost::json::value const& j, void* value, read_context& ctx);
 CAIRN_DECL boost::json::value write_value(type_ops const& type, void const* value);
 CAIRN_DECL std::string type_name_of(type_ops const& type);
+CAIRN_DECL void schema_of(type_ops const& type, boost::json::object& s);
+/// What an override at `path` below a value of this type holds.
+CAIRN_DECL value_kind kind_of(type_ops const& type, std::span<std::string_view const> path);
+/// Validates the configs inside a value.
+CAIRN_DECL void validate_value(type_ops const& type, void* value, validation& ctx);
+/// Applies the legacy rules of every config inside a value, before overrides are added.
+CAIRN_DECL void apply_legacy_value(type_ops const& type, boost::json::value& j, read_context& ctx);
 
 CAIRN_DECL void read_fields(config_ops const& ops, boost::json::object const& object, void* config, read_context& ctx);
 
@@ -348,68 +375,67 @@ template <class V> constexpr bool holds_config() {
     return false;
 }
 
-template <class V> void validate_value(void* value, validation& ctx);
-template <class V> void apply_legacy_value(boost::json::value& j, read_context& ctx);
-
-template <class V> value_kind kind_at(std::span<std::string_view const> path) {
-  if constexpr (described_config<V>) {
-    return config_kind_at(config_of<V>(), path);
-  } else if constexpr (is_optional<V>) {
-    return kind_at<typename V::value_type>(path);
-  } else if constexpr (is_string_map<V>) {
-    return path.empty() ? value_kind::json : kind_at<typename V::mapped_type>(path.subspan(1));
-  } else if constexpr (requires { value_traits<V>::textual; }) {
-    return path.empty() ? (value_traits<V>::textual ? value_kind::text : value_kind::json) : value_kind::unknown;
+template <class V> constexpr container_ops make_container_ops() {
+  container_ops ops{};
+  if constexpr (is_optional<V>) {
+    using U = typename V::value_type;
+    ops.kind = container_kind::optional;
+    ops.element = &type_ops_of<U>;
+    ops.size = [](void const* c) -> std::size_t { return static_cast<V const*>(c)->has_value() ? 1 : 0; };
+    ops.at = [](void* c, std::size_t) -> void* { return &**static_cast<V*>(c); };
+    ops.clear = [](void* c) { static_cast<V*>(c)->reset(); };
+    ops.emplace = [](void* c) -> void* { return &static_cast<V*>(c)->emplace(); };
+  } else if constexpr (is_vector<V>) {
+    using U = typename V::value_type;
+    ops.kind = container_kind::vector;
+    ops.element = &type_ops_of<U>;
+    ops.size = [](void const* c) { return static_cast<V const*>(c)->size(); };
+    ops.at = [](void* c, std::size_t i) -> void* { return &(*static_cast<V*>(c))[i]; };
+    ops.clear = [](void* c) { static_cast<V*>(c)->clear(); };
+    ops.resize = [](void* c, std::size_t n) { static_cast<V*>(c)->assign(n, U{}); };
   } else {
-    return path.empty() ? value_kind::json : value_kind::unknown;
+    ops.kind = container_kind::map;
+    ops.element = &type_ops_of<typename V::mapped_type>;
+    ops.size = [](void const* c) { return static_cast<V const*>(c)->size(); };
+    ops.clear = [](void* c) { static_cast<V*>(c)->clear(); };
+    ops.insert = [](void* c, std::string_view key) -> void* { return &(*static_cast<V*>(c))[std::string(key)]; };
+    ops.for_each = [](void* c, void* context, void (*visit)(void*, std::string_view, void*)) {
+      for (auto& [key, value] : *static_cast<V*>(c)) visit(context, key, &value);
+    };
   }
+  return ops;
 }
+/// The operations of a container type: a constant, like `type_ops_of`.
+template <class V> inline constexpr container_ops container_ops_of = make_container_ops<V>();
 
 template <class V> constexpr type_ops make_type_ops() {
   type_ops ops{};
+  ops.holds_config = holds_config<V>();
   if constexpr (described_config<V>) {
     ops.config = &config_of<V>;
     return ops;
+  } else {
+    ops.assign = [](void* to, void const* from) { *static_cast<V*>(to) = *static_cast<V const*>(from); };
+    if constexpr (is_optional<V> || is_vector<V> || is_string_map<V>) {
+      ops.container = &container_ops_of<V>;
+      if constexpr (is_optional<V>)
+        if constexpr (described_config<typename V::value_type>)
+          ops.optional_config = &config_of<typename V::value_type>;
+    } else {
+      ops.read = [](boost::json::value const& j, void* v, read_context& ctx) {
+        value_traits<V>::read(j, *static_cast<V*>(v), ctx);
+      };
+      ops.write = [](void const* v) { return value_traits<V>::write(*static_cast<V const*>(v)); };
+      ops.type_name = &value_traits<V>::type_name;
+      ops.schema = &value_traits<V>::schema;
+      if constexpr (requires { value_traits<V>::textual; }) ops.textual = value_traits<V>::textual;
+      if constexpr (requires { value_traits<V>::names(); }) ops.enum_names = &value_traits<V>::names;
+    }
+    return ops;
   }
-  ops.read = [](boost::json::value const& j, void* v, read_context& ctx) {
-    value_traits<V>::read(j, *static_cast<V*>(v), ctx);
-  };
-  ops.write = [](void const* v) { return value_traits<V>::write(*static_cast<V const*>(v)); };
-  ops.type_name = &value_traits<V>::type_name;
-  ops.schema = &value_traits<V>::schema;
-  ops.assign = [](void* to, void const* from) { *static_cast<V*>(to) = *static_cast<V const*>(from); };
-  if constexpr (is_optional<V>)
-    if constexpr (described_config<typename V::value_type>) ops.optional_config = &config_of<typename V::value_type>;
-  if constexpr (holds_config<V>()) {
-    ops.validate = &validate_value<V>;
-    ops.apply_legacy = &apply_legacy_value<V>;
-  }
-  ops.kind_at = &kind_at<V>;
-  if constexpr (requires { value_traits<V>::names(); }) ops.enum_names = &value_traits<V>::names;
-  return ops;
 }
 
-/// Applies the legacy rules of every config inside a value, before overrides are added.
-template <class V> void apply_legacy_value(boost::json::value& j, read_context& ctx) {
-  if constexpr (described_config<V>) {
-    apply_config_legacy(config_of<V>(), j, ctx);
-  } else if constexpr (is_optional<V>) {
-    if (!j.is_null()) apply_legacy_value<typename V::value_type>(j, ctx);
-  } else if constexpr (is_vector<V>) {
-    if (!j.is_array()) return;
-    auto& array = j.get_array();
-    for (std::size_t i = 0; i < array.size(); ++i) {
-      auto scope = ctx.enter(i);
-      apply_legacy_value<typename V::value_type>(array[i], ctx);
-    }
-  } else if constexpr (is_string_map<V>) {
-    if (!j.is_object()) return;
-    for (auto& entry : j.get_object()) {
-      auto scope = ctx.enter(entry.key());
-      apply_legacy_value<typename V::mapped_type>(entry.value(), ctx);
-    }
-  }
-}
+template <class V> type_ops const& type_ops_for() { return type_ops_of<V>; }
 
 // --- validation ----------------------------------------------------------------------------
 
@@ -430,25 +456,6 @@ template <class T> void run_validate_chain(void* object, validation& ctx) {
       for (auto const& d : e.errors()) ctx.error(d.path, d.message);
     } catch (std::exception const& e) {
       ctx.error("", e.what());
-    }
-  }
-}
-
-template <class V> void validate_value(void* object, validation& ctx) {
-  auto& value = *static_cast<V*>(object);
-  if constexpr (described_config<V>) {
-    validate_config(config_of<V>(), object, ctx);
-  } else if constexpr (is_optional<V>) {
-    if (value) validate_value<typename V::value_type>(&*value, ctx);
-  } else if constexpr (is_vector<V>) {
-    for (std::size_t i = 0; i < value.size(); ++i) {
-      auto scope = ctx.enter(i);
-      validate_value<typename V::value_type>(&value[i], ctx);
-    }
-  } else if constexpr (is_string_map<V>) {
-    for (auto& [key, item] : value) {
-      auto scope = ctx.enter(std::string_view(key));
-      validate_value<typename V::mapped_type>(&item, ctx);
     }
   }
 }

@@ -66,9 +66,25 @@ CAIRN_DECL void integer_schema(boost::json::object& s, integer_kind kind);
 /// Reads a number as a double; anything else is an error in `ctx`, and gives nothing.
 CAIRN_DECL std::optional<double> read_number(boost::json::value const& j, read_context& ctx);
 CAIRN_DECL void number_schema(boost::json::object& s);
-CAIRN_DECL void optional_schema(boost::json::object& s, boost::json::object inner);
 
 CAIRN_DECL boost::json::value string_value(std::string_view s);
+
+// Containers are read, written and described by the ordinary functions of reflect.hpp, over
+// their type operations.
+struct type_ops;
+template <class V> type_ops const& type_ops_for();
+CAIRN_DECL void read_value(type_ops const& type, boost::json::value const& j, void* value, read_context& ctx);
+CAIRN_DECL boost::json::value write_value(type_ops const& type, void const* value);
+CAIRN_DECL std::string type_name_of(type_ops const& type);
+CAIRN_DECL void schema_of(type_ops const& type, boost::json::object& s);
+
+/// value_traits of a container, for user-defined traits built on them.
+template <class V> struct container_traits {
+  static void read(boost::json::value const& j, V& v, read_context& ctx) { read_value(type_ops_for<V>(), j, &v, ctx); }
+  static boost::json::value write(V const& v) { return write_value(type_ops_for<V>(), &v); }
+  static std::string type_name() { return type_name_of(type_ops_for<V>()); }
+  static void schema(boost::json::object& s) { schema_of(type_ops_for<V>(), s); }
+};
 
 } // namespace detail
 
@@ -162,82 +178,10 @@ requires std::is_enum_v<E> && boost::describe::has_describe_enumerators<E>::valu
   }
 };
 
-template <class U> struct value_traits<std::optional<U>> {
-  static void read(boost::json::value const& j, std::optional<U>& v, read_context& ctx) {
-    if (j.is_null()) {
-      v.reset();
-      return;
-    }
-    U inner{};
-    auto errors = ctx.errors().size();
-    value_traits<U>::read(j, inner, ctx);
-    if (ctx.errors().size() == errors) v = std::move(inner);
-  }
-  static boost::json::value write(std::optional<U> const& v) {
-    return v ? value_traits<U>::write(*v) : boost::json::value(nullptr);
-  }
-  static std::string type_name() { return "optional<" + value_traits<U>::type_name() + ">"; }
-  static void schema(boost::json::object& s) {
-    boost::json::object inner;
-    value_traits<U>::schema(inner);
-    detail::optional_schema(s, std::move(inner));
-  }
-};
-
-template <class U> struct value_traits<std::vector<U>> {
-  static void read(boost::json::value const& j, std::vector<U>& v, read_context& ctx) {
-    if (!j.is_array()) {
-      ctx.error("expected an array, got " + detail::describe_json(j));
-      return;
-    }
-    auto const& array = j.get_array();
-    v.assign(array.size(), U{});
-    for (std::size_t i = 0; i < array.size(); ++i) {
-      auto scope = ctx.enter(i);
-      value_traits<U>::read(array[i], v[i], ctx);
-    }
-  }
-  static boost::json::value write(std::vector<U> const& v) {
-    boost::json::array out;
-    out.reserve(v.size());
-    for (auto const& x : v) out.push_back(value_traits<U>::write(x));
-    return out;
-  }
-  static std::string type_name() { return "list<" + value_traits<U>::type_name() + ">"; }
-  static void schema(boost::json::object& s) {
-    s["type"] = "array";
-    boost::json::object items;
-    value_traits<U>::schema(items);
-    s["items"] = std::move(items);
-  }
-};
-
-template <class U, class C, class A> struct value_traits<std::map<std::string, U, C, A>> {
-  using map_type = std::map<std::string, U, C, A>;
-  static void read(boost::json::value const& j, map_type& v, read_context& ctx) {
-    if (!j.is_object()) {
-      ctx.error("expected an object, got " + detail::describe_json(j));
-      return;
-    }
-    v.clear();
-    for (auto const& entry : j.get_object()) {
-      auto scope = ctx.enter(entry.key());
-      value_traits<U>::read(entry.value(), v[std::string(entry.key())], ctx);
-    }
-  }
-  static boost::json::value write(map_type const& v) {
-    boost::json::object out;
-    for (auto const& [key, value] : v) out[key] = value_traits<U>::write(value);
-    return out;
-  }
-  static std::string type_name() { return "map<string, " + value_traits<U>::type_name() + ">"; }
-  static void schema(boost::json::object& s) {
-    s["type"] = "object";
-    boost::json::object values;
-    value_traits<U>::schema(values);
-    s["additionalProperties"] = std::move(values);
-  }
-};
+template <class U> struct value_traits<std::optional<U>> : detail::container_traits<std::optional<U>> {};
+template <class U> struct value_traits<std::vector<U>> : detail::container_traits<std::vector<U>> {};
+template <class U, class C, class A> struct value_traits<std::map<std::string, U, C, A>>
+    : detail::container_traits<std::map<std::string, U, C, A>> {};
 
 } // namespace cairn
 

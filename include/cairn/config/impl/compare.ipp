@@ -18,8 +18,8 @@ CAIRN_DECL void collect_differences(config_ops const& ops, void const* left, voi
     if (f.type->config) {
       collect_differences(f.type->config(), f.member(left), f.member(right), which, chosen, path, out);
     } else if (chosen) {
-      auto a = f.type->write(f.member(left));
-      auto b = f.type->write(f.member(right));
+      auto a = write_value(*f.type, f.member(left));
+      auto b = write_value(*f.type, f.member(right));
       if (a != b) out.push_back({std::move(path), std::move(a), std::move(b)});
     }
   }

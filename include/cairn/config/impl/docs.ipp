@@ -17,7 +17,7 @@ CAIRN_DECL void document_fields(std::string& out, config_ops const& ops, void co
     out += type_name_of(*f.type);
     if (!f.type->config) {
       out += " = ";
-      out += compact(f.type->write(f.member(defaults)));
+      out += compact(write_value(*f.type, f.member(defaults)));
     }
     out += "  [";
     out += to_string(f.hint);

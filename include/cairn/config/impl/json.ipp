@@ -20,8 +20,8 @@ CAIRN_DECL boost::json::object write_changes(config_ops const& ops, void const* 
       auto nested = write_changes(f.type->config(), f.member(config), f.member(defaults));
       if (!nested.empty()) out[f.name] = std::move(nested);
     } else {
-      auto value = f.type->write(f.member(config));
-      if (value != f.type->write(f.member(defaults))) out[f.name] = std::move(value);
+      auto value = write_value(*f.type, f.member(config));
+      if (value != write_value(*f.type, f.member(defaults))) out[f.name] = std::move(value);
     }
   }
   return out;

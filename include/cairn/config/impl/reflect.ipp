@@ -70,18 +70,167 @@ CAIRN_DECL void apply_rules(config_ops const& ops, boost::json::object& object, 
 }
 
 CAIRN_DECL void read_value(type_ops const& type, boost::json::value const& j, void* value, read_context& ctx) {
-  if (type.config)
-    read_config(type.config(), j, value, ctx);
-  else
-    type.read(j, value, ctx);
+  if (type.config) return read_config(type.config(), j, value, ctx);
+  if (!type.container) return type.read(j, value, ctx);
+  auto const& c = *type.container;
+  switch (c.kind) {
+  case container_kind::optional:
+    if (j.is_null())
+      c.clear(value);
+    else
+      read_value(*c.element, j, c.emplace(value), ctx);
+    return;
+  case container_kind::vector: {
+    if (!j.is_array()) return ctx.error("expected an array, got " + describe_json(j));
+    auto const& array = j.get_array();
+    c.resize(value, array.size());
+    for (std::size_t i = 0; i < array.size(); ++i) {
+      auto scope = ctx.enter(i);
+      read_value(*c.element, array[i], c.at(value, i), ctx);
+    }
+    return;
+  }
+  case container_kind::map:
+    if (!j.is_object()) return ctx.error("expected an object, got " + describe_json(j));
+    c.clear(value);
+    for (auto const& entry : j.get_object()) {
+      auto scope = ctx.enter(entry.key());
+      read_value(*c.element, entry.value(), c.insert(value, entry.key()), ctx);
+    }
+    return;
+  }
 }
 
 CAIRN_DECL boost::json::value write_value(type_ops const& type, void const* value) {
-  return type.config ? write_config(type.config(), value) : type.write(value);
+  if (type.config) return write_config(type.config(), value);
+  if (!type.container) return type.write(value);
+  auto const& c = *type.container;
+  auto* mutable_value = const_cast<void*>(value); // the container operations do not modify it here
+  switch (c.kind) {
+  case container_kind::optional:
+    return c.size(value) ? write_value(*c.element, c.at(mutable_value, 0)) : boost::json::value(nullptr);
+  case container_kind::vector: {
+    boost::json::array out;
+    out.reserve(c.size(value));
+    for (std::size_t i = 0; i < c.size(value); ++i) out.push_back(write_value(*c.element, c.at(mutable_value, i)));
+    return out;
+  }
+  case container_kind::map: {
+    boost::json::object out;
+    std::pair<boost::json::object*, type_ops const*> context{&out, c.element};
+    c.for_each(mutable_value, &context, [](void* p, std::string_view key, void* element) {
+      auto& [object, ops] = *static_cast<std::pair<boost::json::object*, type_ops const*>*>(p);
+      (*object)[key] = write_value(*ops, element);
+    });
+    return out;
+  }
+  }
+  return nullptr;
 }
 
 CAIRN_DECL std::string type_name_of(type_ops const& type) {
-  return type.config ? std::string(type.config().name) : type.type_name();
+  if (type.config) return std::string(type.config().name);
+  if (!type.container) return type.type_name();
+  auto const& c = *type.container;
+  auto element = type_name_of(*c.element);
+  switch (c.kind) {
+  case container_kind::optional:
+    return "optional<" + element + ">";
+  case container_kind::vector:
+    return "list<" + element + ">";
+  case container_kind::map:
+    return "map<string, " + element + ">";
+  }
+  return element;
+}
+
+CAIRN_DECL void schema_of(type_ops const& type, boost::json::object& s) {
+  if (type.config) return config_schema(type.config(), s);
+  if (!type.container) return type.schema(s);
+  auto const& c = *type.container;
+  boost::json::object inner;
+  schema_of(*c.element, inner);
+  switch (c.kind) {
+  case container_kind::optional:
+    if (auto* list = inner.if_contains("enum"); list && list->is_array()) list->as_array().emplace_back(nullptr);
+    if (auto* kind = inner.if_contains("type"); kind && kind->is_string() && !inner.contains("properties")) {
+      boost::json::array both{*kind, "null"};
+      inner["type"] = std::move(both);
+      for (auto& entry : inner) s[entry.key()] = entry.value();
+    } else {
+      s["anyOf"] = boost::json::array{std::move(inner), boost::json::object{{"type", "null"}}};
+    }
+    return;
+  case container_kind::vector:
+    s["type"] = "array";
+    s["items"] = std::move(inner);
+    return;
+  case container_kind::map:
+    s["type"] = "object";
+    s["additionalProperties"] = std::move(inner);
+    return;
+  }
+}
+
+CAIRN_DECL value_kind kind_of(type_ops const& type, std::span<std::string_view const> path) {
+  if (type.config) return config_kind_at(type.config(), path);
+  if (type.container && type.container->kind == container_kind::optional)
+    return kind_of(*type.container->element, path);
+  if (type.container && type.container->kind == container_kind::map)
+    return path.empty() ? value_kind::json : kind_of(*type.container->element, path.subspan(1));
+  if (!path.empty()) return value_kind::unknown;
+  return type.textual ? value_kind::text : value_kind::json;
+}
+
+CAIRN_DECL void validate_value(type_ops const& type, void* value, validation& ctx) {
+  if (type.config) return validate_config(type.config(), value, ctx);
+  if (!type.container || !type.holds_config) return;
+  auto const& c = *type.container;
+  switch (c.kind) {
+  case container_kind::optional:
+    if (c.size(value)) validate_value(*c.element, c.at(value, 0), ctx);
+    return;
+  case container_kind::vector:
+    for (std::size_t i = 0; i < c.size(value); ++i) {
+      auto scope = ctx.enter(i);
+      validate_value(*c.element, c.at(value, i), ctx);
+    }
+    return;
+  case container_kind::map: {
+    std::pair<validation*, type_ops const*> context{&ctx, c.element};
+    c.for_each(value, &context, [](void* p, std::string_view key, void* element) {
+      auto& [validate, ops] = *static_cast<std::pair<validation*, type_ops const*>*>(p);
+      auto scope = validate->enter(key);
+      validate_value(*ops, element, *validate);
+    });
+    return;
+  }
+  }
+}
+
+CAIRN_DECL void apply_legacy_value(type_ops const& type, boost::json::value& j, read_context& ctx) {
+  if (type.config) return apply_config_legacy(type.config(), j, ctx);
+  if (!type.container || !type.holds_config) return;
+  auto const& c = *type.container;
+  switch (c.kind) {
+  case container_kind::optional:
+    if (!j.is_null()) apply_legacy_value(*c.element, j, ctx);
+    return;
+  case container_kind::vector:
+    if (!j.is_array()) return;
+    for (std::size_t i = 0; i < j.get_array().size(); ++i) {
+      auto scope = ctx.enter(i);
+      apply_legacy_value(*c.element, j.get_array()[i], ctx);
+    }
+    return;
+  case container_kind::map:
+    if (!j.is_object()) return;
+    for (auto& entry : j.get_object()) {
+      auto scope = ctx.enter(entry.key());
+      apply_legacy_value(*c.element, entry.value(), ctx);
+    }
+    return;
+  }
 }
 
 CAIRN_DECL void read_fields(config_ops const& ops, boost::json::object const& object, void* config, read_context& ctx) {
@@ -126,10 +275,7 @@ CAIRN_DECL void config_schema(config_ops const& ops, boost::json::object& s) {
   auto const* defaults = ops.defaults();
   for (auto const& f : ops.fields) {
     boost::json::object property;
-    if (f.type->config)
-      config_schema(f.type->config(), property);
-    else
-      f.type->schema(property);
+    schema_of(*f.type, property);
     auto* bounded = &property;
     if (auto* any = property.if_contains("anyOf")) bounded = &any->as_array()[0].as_object();
     for (auto const& check : f.checks) check.schema(check.check, *bounded);
@@ -146,7 +292,7 @@ CAIRN_DECL value_kind config_kind_at(config_ops const& ops, std::span<std::strin
   if (path.empty()) return value_kind::json;
   auto const* f = ops.find(path.front());
   if (!f) return value_kind::unknown;
-  return f->type->config ? config_kind_at(f->type->config(), path.subspan(1)) : f->type->kind_at(path.subspan(1));
+  return kind_of(*f->type, path.subspan(1));
 }
 
 CAIRN_DECL void apply_config_legacy(config_ops const& ops, boost::json::value& j, read_context& ctx) {
@@ -154,25 +300,19 @@ CAIRN_DECL void apply_config_legacy(config_ops const& ops, boost::json::value& j
   auto& object = j.get_object();
   apply_rules(ops, object, ctx);
   for (auto const& f : ops.fields) {
-    if (!f.type->config && !f.type->apply_legacy) continue;
+    if (!f.type->holds_config) continue;
     if (auto* child = object.if_contains(f.name)) {
       auto scope = ctx.enter(f.name);
-      if (f.type->config)
-        apply_config_legacy(f.type->config(), *child, ctx);
-      else
-        f.type->apply_legacy(*child, ctx);
+      apply_legacy_value(*f.type, *child, ctx);
     }
   }
 }
 
 CAIRN_DECL void validate_config(config_ops const& ops, void* config, validation& ctx) {
   for (auto const& f : ops.fields) {
-    if (!f.type->config && !f.type->validate) continue;
+    if (!f.type->holds_config) continue;
     auto scope = ctx.enter(f.name);
-    if (f.type->config)
-      validate_config(f.type->config(), f.member(config), ctx);
-    else
-      f.type->validate(f.member(config), ctx);
+    validate_value(*f.type, f.member(config), ctx);
   }
   for (auto const& f : ops.fields) {
     if (f.checks.empty() || ctx.has_errors_under(ctx.join(f.name))) continue;

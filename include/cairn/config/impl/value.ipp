@@ -107,17 +107,6 @@ CAIRN_DECL std::optional<double> read_number(boost::json::value const& j, read_c
 
 CAIRN_DECL void number_schema(boost::json::object& s) { s["type"] = "number"; }
 
-CAIRN_DECL void optional_schema(boost::json::object& s, boost::json::object inner) {
-  if (auto* list = inner.if_contains("enum"); list && list->is_array()) list->as_array().emplace_back(nullptr);
-  if (auto* type = inner.if_contains("type"); type && type->is_string() && !inner.contains("properties")) {
-    boost::json::array both{*type, "null"};
-    inner["type"] = std::move(both);
-    for (auto& entry : inner) s[entry.key()] = entry.value();
-  } else {
-    s["anyOf"] = boost::json::array{std::move(inner), boost::json::object{{"type", "null"}}};
-  }
-}
-
 } // namespace cairn::detail
 
 namespace cairn {
