@@ -188,3 +188,6 @@ template <class U, class C, class A> struct value_traits<std::map<std::string, U
 #ifndef CAIRN_SEPARATE_COMPILATION
 #include <cairn/config/impl/value.ipp>
 #endif
+
+// The containers' traits above use the type operations of reflect.hpp (which includes this header).
+#include <cairn/config/reflect.hpp>
