@@ -24,8 +24,11 @@ TEST_CASE("compare lists each differing field by path") {
   b.seed = 1;
   auto differences = cairn::compare(a, b);
   CHECK(paths(differences) == std::vector<std::string>{"model.layers", "optimizer.betas", "seed"});
-  CHECK(differences[0].left == 2);
-  CHECK(differences[0].right == 3);
+  // The values, as compact JSON text.
+  CHECK(differences[0].left == "2");
+  CHECK(differences[0].right == "3");
+  CHECK(differences[1].left == "[0.9, 0.999]");
+  CHECK(differences[1].right == "[0.5]");
 }
 
 TEST_CASE("architecture comparison looks only at architecture fields, at any depth") {

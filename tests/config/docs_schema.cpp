@@ -1,4 +1,5 @@
 // Documentation tree and JSON Schema, both from the same reflection that parses configs.
+#include <boost/json.hpp> // these tests are built with CAIRN_SEPARATE_COMPILATION: cairn only declares JSON types
 #include <doctest/doctest.h>
 
 #include <string>

@@ -1,4 +1,5 @@
 // Field metadata: descriptions, hints, checks, and FieldUpdate in derived configs.
+#include <boost/json.hpp> // these tests are built with CAIRN_SEPARATE_COMPILATION: cairn only declares JSON types
 #include <doctest/doctest.h>
 
 #include <functional>

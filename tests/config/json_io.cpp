@@ -1,4 +1,5 @@
 // Reading configs from JSON values, text and files; writing all fields or only changes.
+#include <boost/json.hpp> // these tests are built with CAIRN_SEPARATE_COMPILATION: cairn only declares JSON types
 #include <doctest/doctest.h>
 
 #include <fstream>

@@ -1,6 +1,7 @@
 // Legacy keys: renames, value rewrites and merges attached to the config that owns the keys,
 // applied wherever it appears, each announced by a deprecation diagnostic; and versioned
 // migrations of stored documents.
+#include <boost/json.hpp> // these tests are built with CAIRN_SEPARATE_COMPILATION: cairn only declares JSON types
 #include <doctest/doctest.h>
 
 #include <string>

@@ -10,6 +10,7 @@
 #include <cairn/io/dtype.hpp>
 
 #include <boost/describe/class.hpp>
+#include <boost/json/value.hpp>
 
 #include <algorithm>
 #include <cstdint>

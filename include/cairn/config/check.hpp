@@ -1,13 +1,14 @@
 #pragma once
 
+#include <cairn/config/detail/decl.hpp>
+#include <cairn/config/detail/json_fwd.hpp>
 #include <cairn/config/detail/show.hpp>
-
-#include <boost/json/object.hpp>
 
 #include <array>
 #include <concepts>
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -19,7 +20,6 @@
 namespace cairn::check {
 
 namespace detail {
-using cairn::detail::less;
 using cairn::detail::show;
 
 template <class Bound> constexpr auto bound(Bound b) {
@@ -34,32 +34,53 @@ template <class Bound> constexpr auto bound(Bound b) {
 
 enum class relation { greater, at_least, less, at_most };
 
+/// A bound or a checked value, as one of four kinds of number: the ordinary functions below
+/// compare (exactly, across kinds), show and describe it.
+struct number {
+  enum class kind : unsigned char { signed_integer, unsigned_integer, float32, float64 };
+  kind type;
+  long long i;
+  unsigned long long u;
+  long double x;
+};
+template <class V> constexpr number as_number(V v) {
+  if constexpr (std::is_integral_v<V> && std::is_signed_v<V>)
+    return {number::kind::signed_integer, v, 0, 0};
+  else if constexpr (std::is_integral_v<V>)
+    return {number::kind::unsigned_integer, 0, v, 0};
+  else if constexpr (std::is_same_v<V, float>)
+    return {number::kind::float32, 0, 0, v};
+  else
+    return {number::kind::float64, 0, 0, v};
+}
+
+CAIRN_DECL std::string show_number(number const& n);
+/// Why `value` fails `value R bound`, or nothing.
+CAIRN_DECL std::optional<std::string> test_relation(relation r, number const& bound, number const& value);
+CAIRN_DECL std::string describe_relation(relation r, number const& bound);
+CAIRN_DECL void schema_relation(boost::json::object& schema, relation r, number const& bound);
+/// Why `value` lies outside [low, high], or nothing.
+CAIRN_DECL std::optional<std::string> test_range(number const& low, number const& high, number const& value);
+CAIRN_DECL std::string describe_range(number const& low, number const& high);
+CAIRN_DECL void schema_range(boost::json::object& schema, number const& low, number const& high);
+
+// What the other checks add to a JSON Schema.
+CAIRN_DECL void schema_enum(boost::json::object& schema, std::span<std::string_view const> values);
+CAIRN_DECL void schema_enum(boost::json::object& schema, std::span<long long const> values);
+CAIRN_DECL void schema_enum(boost::json::object& schema, std::span<unsigned long long const> values);
+CAIRN_DECL void schema_enum(boost::json::object& schema, std::span<double const> values);
+/// `minItems`, `minProperties` or `minLength`, as the schema's type says.
+CAIRN_DECL void schema_non_empty(boost::json::object& schema);
+
 template <relation R, class Bound> struct compare {
   Bound value;
 
   template <class V>
   requires std::is_arithmetic_v<V> &&(!std::is_same_v<V, bool>)std::optional<std::string> operator()(V const& v) const {
-    bool ok = R == relation::greater    ? less(value, v)
-              : R == relation::at_least ? !less(v, value)
-              : R == relation::less     ? less(v, value)
-                                        : !less(value, v);
-    if (ok) return std::nullopt;
-    return "must be " + describe() + ", got " + show(v);
+    return test_relation(R, as_number(value), as_number(v));
   }
-  std::string describe() const {
-    constexpr char const* op = R == relation::greater    ? "> "
-                               : R == relation::at_least ? ">= "
-                               : R == relation::less     ? "< "
-                                                         : "<= ";
-    return op + show(value);
-  }
-  void add_schema(boost::json::object& schema) const {
-    constexpr char const* key = R == relation::greater    ? "exclusiveMinimum"
-                                : R == relation::at_least ? "minimum"
-                                : R == relation::less     ? "exclusiveMaximum"
-                                                          : "maximum";
-    schema[key] = value;
-  }
+  std::string describe() const { return describe_relation(R, as_number(value)); }
+  void add_schema(boost::json::object& schema) const { schema_relation(schema, R, as_number(value)); }
 };
 
 template <class Bound> struct in_range_t {
@@ -67,14 +88,10 @@ template <class Bound> struct in_range_t {
 
   template <class V>
   requires std::is_arithmetic_v<V> &&(!std::is_same_v<V, bool>)std::optional<std::string> operator()(V const& v) const {
-    if (!less(v, low) && !less(high, v)) return std::nullopt;
-    return "must be " + describe() + ", got " + show(v);
+    return test_range(as_number(low), as_number(high), as_number(v));
   }
-  std::string describe() const { return "in [" + show(low) + ", " + show(high) + "]"; }
-  void add_schema(boost::json::object& schema) const {
-    schema["minimum"] = low;
-    schema["maximum"] = high;
-  }
+  std::string describe() const { return describe_range(as_number(low), as_number(high)); }
+  void add_schema(boost::json::object& schema) const { schema_range(schema, as_number(low), as_number(high)); }
 };
 
 template <class T, std::size_t N> struct one_of_t {
@@ -92,15 +109,16 @@ template <class T, std::size_t N> struct one_of_t {
     for (std::size_t i = 0; i < N; ++i) text += (i ? ", " : "") + show(values[i]);
     return text;
   }
+  /// The values as a JSON Schema `enum`, when they are strings or numbers.
   void add_schema(boost::json::object& schema) const {
-    boost::json::array list;
-    for (auto const& v : values) {
-      if constexpr (std::is_same_v<T, std::string_view>)
-        list.emplace_back(boost::json::string_view(v.data(), v.size()));
-      else
-        list.emplace_back(v);
+    if constexpr (std::is_same_v<T, std::string_view>) {
+      schema_enum(schema, std::span<T const>(values));
+    } else if constexpr (std::is_arithmetic_v<T>) {
+      using item = decltype(bound(T{}));
+      std::array<item, N> list;
+      for (std::size_t i = 0; i < N; ++i) list[i] = item(values[i]);
+      schema_enum(schema, std::span<item const>(list));
     }
-    schema["enum"] = std::move(list);
   }
 };
 
@@ -112,15 +130,7 @@ struct non_empty_t {
     return std::string("must not be empty");
   }
   static std::string describe() { return "non-empty"; }
-  static void add_schema(boost::json::object& schema) {
-    auto type = schema.if_contains("type");
-    if (type && type->is_string() && type->as_string() == "array")
-      schema["minItems"] = 1;
-    else if (type && type->is_string() && type->as_string() == "object")
-      schema["minProperties"] = 1;
-    else
-      schema["minLength"] = 1;
-  }
+  static void add_schema(boost::json::object& schema) { schema_non_empty(schema); }
 };
 
 struct is_set_t {
@@ -194,3 +204,7 @@ inline constexpr detail::non_empty_t non_empty{};
 inline constexpr detail::is_set_t is_set{};
 
 } // namespace cairn::check
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/config/impl/check.ipp>
+#endif

@@ -20,10 +20,11 @@ enum class field_selection {
 /// What a mismatch is.
 enum class on_mismatch { error, warning };
 
-/// One field whose value differs between two configs.
+/// One field whose value differs between two configs: its path, and its two values as
+/// compact JSON text (`3`, `"adam"`, `[1,2]`).
 struct difference {
   std::string path;
-  boost::json::value left, right;
+  std::string left, right;
 };
 
 namespace detail {

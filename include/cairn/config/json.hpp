@@ -23,17 +23,24 @@ namespace detail {
 
 CAIRN_DECL boost::json::object write_changes(config_ops const& ops, void const* config, void const* defaults);
 
-/// The whole pipeline: legacy rules, overrides, strict parse, validation; all errors at once.
-template <described_config T> T build(boost::json::value document, std::span<std::string const> overrides) {
-  read_context ctx;
-  apply_legacy_value(type_ops_of<T>, document, ctx);
-  apply_overrides<T>(document, overrides, ctx);
-  T config{};
-  auto const& ops = config_of<T>();
-  read_config(ops, document, &config, ctx);
-  finish_validation(ops, &config, std::move(ctx.errors()));
-  return config;
-}
+/// The whole pipeline into `config` (a `T{}`): legacy rules, overrides, strict parse,
+/// validation; all errors at once.
+CAIRN_DECL void build_config(config_ops const& ops, boost::json::value& document,
+                             std::span<std::string const> overrides, void* config);
+CAIRN_DECL void build_from_text(config_ops const& ops, std::string_view text, std::span<std::string const> overrides,
+                                void* config);
+CAIRN_DECL void build_from_file(config_ops const& ops, std::filesystem::path const& file,
+                                std::span<std::string const> overrides, void* config);
+/// `from` written out and read back into `config` with the overrides on top.
+CAIRN_DECL void build_from_config(config_ops const& ops, void const* from, std::span<std::string const> overrides,
+                                  void* config);
+
+/// Reads `document` into `config` without validating it; errors are thrown together.
+CAIRN_DECL void parse_config(config_ops const& ops, boost::json::value const& document, void* config,
+                             read_context& ctx);
+
+CAIRN_DECL boost::json::value config_to_json(config_ops const& ops, void const* config, output which);
+CAIRN_DECL std::string config_to_string(config_ops const& ops, void const* config, output which);
 
 CAIRN_DECL std::string line_and_column(std::string_view text, std::size_t offset);
 
@@ -49,8 +56,7 @@ CAIRN_DECL boost::json::value read_json_file(std::filesystem::path const& file);
 template <described_config T> T parse(boost::json::value const& document) {
   read_context ctx;
   T config{};
-  value_traits<T>::read(document, config, ctx);
-  if (!ctx.errors().empty()) throw config_error(ctx.errors());
+  detail::parse_config(detail::config_of<T>(), document, &config, ctx);
   return config;
 }
 
@@ -63,20 +69,24 @@ template <described_config T> struct lenient_parse_result {
 template <described_config T> lenient_parse_result<T> parse_lenient(boost::json::value const& document) {
   read_context ctx(unknown_keys::collect);
   lenient_parse_result<T> result{};
-  value_traits<T>::read(document, result.config, ctx);
-  if (!ctx.errors().empty()) throw config_error(ctx.errors());
+  detail::parse_config(detail::config_of<T>(), document, &result.config, ctx);
   result.unknown_keys = ctx.unknown();
   return result;
 }
 
 /// Reads and validates a config from a JSON document with `key.path=value` overrides on top.
-template <described_config T> T from_json(boost::json::value document, std::vector<std::string> const& overrides = {}) {
-  return detail::build<T>(std::move(document), overrides);
+template <described_config T>
+T from_json(detail::json_value<T> document, std::vector<std::string> const& overrides = {}) {
+  T config{};
+  detail::build_config(detail::config_of<T>(), document, overrides, &config);
+  return config;
 }
 
 /// Reads and validates a config from JSON text with overrides on top.
 template <described_config T> T from_string(std::string_view text, std::vector<std::string> const& overrides = {}) {
-  return detail::build<T>(parse_json(text), overrides);
+  T config{};
+  detail::build_from_text(detail::config_of<T>(), text, overrides, &config);
+  return config;
 }
 
 /// Reads and validates a config from a JSON file with overrides on top:
@@ -84,24 +94,26 @@ template <described_config T> T from_string(std::string_view text, std::vector<s
 ///     auto cfg = cairn::load<trainer_config>("run.json", {"training.checkpoint.interval=1000"});
 template <described_config T>
 T load(std::filesystem::path const& file, std::vector<std::string> const& overrides = {}) {
-  return detail::build<T>(read_json_file(file), overrides);
+  T config{};
+  detail::build_from_file(detail::config_of<T>(), file, overrides, &config);
+  return config;
 }
 
 /// A copy of `config` with overrides applied, validated again.
 template <described_config T> T with(T const& config, std::vector<std::string> const& overrides) {
-  return detail::build<T>(value_traits<T>::write(config), overrides);
+  T updated{};
+  detail::build_from_config(detail::config_of<T>(), &config, overrides, &updated);
+  return updated;
 }
 
 /// The config as JSON: every field, or only those that differ from `T{}`.
-template <described_config T> boost::json::value to_json(T const& config, output which = output::all) {
-  auto const& ops = detail::config_of<T>();
-  if (which == output::changed) return detail::write_changes(ops, &config, ops.defaults());
-  return value_traits<T>::write(config);
+template <described_config T> detail::json_value<T> to_json(T const& config, output which = output::all) {
+  return detail::config_to_json(detail::config_of<T>(), &config, which);
 }
 
 /// The config as indented JSON text.
 template <described_config T> std::string to_string(T const& config, output which = output::all) {
-  return detail::pretty(to_json(config, which));
+  return detail::config_to_string(detail::config_of<T>(), &config, which);
 }
 
 } // namespace cairn

@@ -10,7 +10,6 @@
 #include <boost/describe/bases.hpp>
 #include <boost/describe/members.hpp>
 #include <boost/describe/modifiers.hpp>
-#include <boost/json/object.hpp>
 #include <boost/mp11/algorithm.hpp>
 
 #include <algorithm>
@@ -66,7 +65,7 @@ struct container_ops;
 /// tables. Every other type goes through its `value_traits`.
 struct type_ops {
   void (*read)(boost::json::value const&, void*, read_context&);
-  boost::json::value (*write)(void const*);
+  void (*write)(void const*, boost::json::value& out);
   std::string (*type_name)();
   void (*schema)(boost::json::object&);
   void (*assign)(void*, void const*);
@@ -425,7 +424,14 @@ template <class V> constexpr type_ops make_type_ops() {
       ops.read = [](boost::json::value const& j, void* v, read_context& ctx) {
         value_traits<V>::read(j, *static_cast<V*>(v), ctx);
       };
-      ops.write = [](void const* v) { return value_traits<V>::write(*static_cast<V const*>(v)); };
+      if constexpr (requires(V const& v, boost::json::value& out) { value_traits<V>::write_to(v, out); })
+        ops.write = [](void const* v, boost::json::value& out) {
+          value_traits<V>::write_to(*static_cast<V const*>(v), out);
+        };
+      else
+        ops.write = [](void const* v, boost::json::value& out) {
+          out = value_traits<V>::write(*static_cast<V const*>(v));
+        };
       ops.type_name = &value_traits<V>::type_name;
       ops.schema = &value_traits<V>::schema;
       if constexpr (requires { value_traits<V>::textual; }) ops.textual = value_traits<V>::textual;
@@ -473,7 +479,7 @@ template <described_config T> struct value_traits<T> {
   static void read(boost::json::value const& j, T& v, read_context& ctx) {
     detail::read_config(detail::config_of<T>(), j, &v, ctx);
   }
-  static boost::json::value write(T const& v) { return detail::write_config(detail::config_of<T>(), &v); }
+  static detail::json_value<T> write(T const& v) { return detail::write_config(detail::config_of<T>(), &v); }
   static std::string type_name() { return std::string(config_name<T>()); }
   /// An object schema: each field's type, description, default (from `T{}`) and bounds.
   static void schema(boost::json::object& s) { detail::config_schema(detail::config_of<T>(), s); }

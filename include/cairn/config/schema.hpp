@@ -1,18 +1,22 @@
 #pragma once
 
+#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/reflect.hpp>
-
-#include <boost/json/object.hpp>
 
 namespace cairn {
 
+namespace detail {
+CAIRN_DECL boost::json::object config_json_schema(config_ops const& ops);
+} // namespace detail
+
 /// A JSON Schema (draft 2020-12) of T with descriptions, defaults, enums and bounds, for
 /// editors to complete and check config files.
-template <described_config T> boost::json::object json_schema() {
-  boost::json::object schema;
-  schema["$schema"] = "https://json-schema.org/draft/2020-12/schema";
-  value_traits<T>::schema(schema);
-  return schema;
+template <described_config T> detail::json_object<T> json_schema() {
+  return detail::config_json_schema(detail::config_of<T>());
 }
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/config/impl/schema.ipp>
+#endif

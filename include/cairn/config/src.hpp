@@ -5,6 +5,7 @@
 /// (see <cairn/config/detail/decl.hpp>). In a header-only build it adds nothing.
 
 #include <cairn/config.hpp>
+#include <cairn/config/impl/check.ipp>
 #include <cairn/config/impl/compare.ipp>
 #include <cairn/config/impl/diagnostics.ipp>
 #include <cairn/config/impl/docs.ipp>
@@ -13,5 +14,6 @@
 #include <cairn/config/impl/override.ipp>
 #include <cairn/config/impl/pretty.ipp>
 #include <cairn/config/impl/reflect.ipp>
+#include <cairn/config/impl/schema.ipp>
 #include <cairn/config/impl/validate.ipp>
 #include <cairn/config/impl/value.ipp>

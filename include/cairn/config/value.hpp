@@ -1,23 +1,22 @@
 #pragma once
 
 #include <cairn/config/detail/decl.hpp>
-#include <cairn/config/detail/show.hpp>
+#include <cairn/config/detail/json_fwd.hpp>
 #include <cairn/config/detail/type_name.hpp>
 #include <cairn/config/read_context.hpp>
 
 #include <boost/describe/enum.hpp>
 #include <boost/describe/enumerators.hpp>
-#include <boost/json/value.hpp>
-#include <boost/mp11/algorithm.hpp>
 
-#include <cmath>
+#include <array>
 #include <concepts>
 #include <cstdint>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -32,7 +31,8 @@ namespace cairn {
 ///     static void schema(boost::json::object&);
 ///
 /// and, for a type written as a JSON string, `static constexpr bool textual = true;`
-/// (command-line overrides then take its value verbatim).
+/// (command-line overrides then take its value verbatim). cairn's headers only declare the
+/// JSON types; the header that defines them, <boost/json.hpp>, is the traits' to include.
 template <class T> struct value_traits; // An error about an incomplete `value_traits<X>` here means
                                         // that X is not a type cairn can read: describe it
                                         // (BOOST_DESCRIBE_STRUCT or BOOST_DESCRIBE_ENUM) or
@@ -67,7 +67,34 @@ CAIRN_DECL void integer_schema(boost::json::object& s, integer_kind kind);
 CAIRN_DECL std::optional<double> read_number(boost::json::value const& j, read_context& ctx);
 CAIRN_DECL void number_schema(boost::json::object& s);
 
-CAIRN_DECL boost::json::value string_value(std::string_view s);
+// Stores a scalar in a JSON value: ordinary functions, so that the traits below need no
+// definition of boost::json::value.
+CAIRN_DECL void store_bool(boost::json::value& out, bool v);
+CAIRN_DECL void store_int64(boost::json::value& out, std::int64_t v);
+CAIRN_DECL void store_uint64(boost::json::value& out, std::uint64_t v);
+CAIRN_DECL void store_double(boost::json::value& out, double v);
+CAIRN_DECL void store_string(boost::json::value& out, std::string_view v);
+
+/// An enumerator of a described enum: its name and value.
+struct enum_entry {
+  std::string_view name;
+  std::int64_t value;
+};
+template <template <class...> class L, class... D>
+constexpr std::array<enum_entry, sizeof...(D)> enum_entries(L<D...>) {
+  return {{{D::name, static_cast<std::int64_t>(D::value)}...}};
+}
+/// The enumerators of E, a constant.
+template <class E> inline constexpr auto enum_table = enum_entries(boost::describe::describe_enumerators<E>());
+
+/// "a, b, c"
+CAIRN_DECL std::string enum_names(std::span<enum_entry const> table);
+/// The value of the enumerator named by `j`; anything else is an error in `ctx`, and gives nothing.
+CAIRN_DECL std::optional<std::int64_t> read_enum(boost::json::value const& j, std::span<enum_entry const> table,
+                                                 read_context& ctx);
+/// The enumerator's name, or the number for a value that has none.
+CAIRN_DECL void write_enum(boost::json::value& out, std::span<enum_entry const> table, std::int64_t value);
+CAIRN_DECL void enum_schema(boost::json::object& s, std::span<enum_entry const> table);
 
 // Containers are read, written and described by the ordinary functions of reflect.hpp, over
 // their type operations.
@@ -81,16 +108,20 @@ CAIRN_DECL void schema_of(type_ops const& type, boost::json::object& s);
 /// value_traits of a container, for user-defined traits built on them.
 template <class V> struct container_traits {
   static void read(boost::json::value const& j, V& v, read_context& ctx) { read_value(type_ops_for<V>(), j, &v, ctx); }
-  static boost::json::value write(V const& v) { return write_value(type_ops_for<V>(), &v); }
+  static json_value<V> write(V const& v) { return write_value(type_ops_for<V>(), &v); }
   static std::string type_name() { return type_name_of(type_ops_for<V>()); }
   static void schema(boost::json::object& s) { schema_of(type_ops_for<V>(), s); }
 };
 
 } // namespace detail
 
+// The traits of cairn's own value types also give `write_to`, which stores into a JSON value
+// without needing its definition; `write` is for callers who have it.
+
 template <> struct value_traits<bool> {
   CAIRN_DECL static void read(boost::json::value const& j, bool& v, read_context& ctx);
-  static boost::json::value write(bool v) { return v; }
+  CAIRN_DECL static boost::json::value write(bool v);
+  static void write_to(bool v, boost::json::value& out) { detail::store_bool(out, v); }
   static std::string type_name() { return "bool"; }
   CAIRN_DECL static void schema(boost::json::object& s);
 };
@@ -100,11 +131,16 @@ requires std::integral<V> &&(!std::is_same_v<V, bool>)&&(!std::is_same_v<V, char
   static void read(boost::json::value const& j, V& v, read_context& ctx) {
     detail::read_integer(j, &v, detail::integer_kind_of<V>, ctx);
   }
-  static boost::json::value write(V v) {
+  static void write_to(V v, boost::json::value& out) {
     if constexpr (std::is_signed_v<V>)
-      return static_cast<std::int64_t>(v);
+      detail::store_int64(out, v);
     else
-      return static_cast<std::uint64_t>(v);
+      detail::store_uint64(out, v);
+  }
+  static detail::json_value<V> write(V v) {
+    detail::json_value<V> out;
+    write_to(v, out);
+    return out;
   }
   static std::string type_name() { return detail::integer_name(detail::integer_kind_of<V>); }
   static void schema(boost::json::object& s) { detail::integer_schema(s, detail::integer_kind_of<V>); }
@@ -114,7 +150,12 @@ template <std::floating_point V> struct value_traits<V> {
   static void read(boost::json::value const& j, V& v, read_context& ctx) {
     if (auto x = detail::read_number(j, ctx)) v = static_cast<V>(*x);
   }
-  static boost::json::value write(V v) { return static_cast<double>(v); }
+  static void write_to(V v, boost::json::value& out) { detail::store_double(out, static_cast<double>(v)); }
+  static detail::json_value<V> write(V v) {
+    detail::json_value<V> out;
+    write_to(v, out);
+    return out;
+  }
   static std::string type_name() { return "float" + std::to_string(8 * sizeof(V)); }
   static void schema(boost::json::object& s) { detail::number_schema(s); }
 };
@@ -123,6 +164,7 @@ template <> struct value_traits<std::string> {
   static constexpr bool textual = true;
   CAIRN_DECL static void read(boost::json::value const& j, std::string& v, read_context& ctx);
   CAIRN_DECL static boost::json::value write(std::string const& v);
+  static void write_to(std::string const& v, boost::json::value& out) { detail::store_string(out, v); }
   static std::string type_name() { return "string"; }
   CAIRN_DECL static void schema(boost::json::object& s);
 };
@@ -131,6 +173,9 @@ template <> struct value_traits<std::filesystem::path> {
   static constexpr bool textual = true;
   CAIRN_DECL static void read(boost::json::value const& j, std::filesystem::path& v, read_context& ctx);
   CAIRN_DECL static boost::json::value write(std::filesystem::path const& v);
+  static void write_to(std::filesystem::path const& v, boost::json::value& out) {
+    detail::store_string(out, v.string());
+  }
   static std::string type_name() { return "path"; }
   CAIRN_DECL static void schema(boost::json::object& s);
 };
@@ -139,43 +184,20 @@ template <> struct value_traits<std::filesystem::path> {
 template <class E>
 requires std::is_enum_v<E> && boost::describe::has_describe_enumerators<E>::value struct value_traits<E> {
   static constexpr bool textual = true;
-  static std::string names() {
-    std::string text;
-    boost::mp11::mp_for_each<boost::describe::describe_enumerators<E>>([&](auto d) {
-      if (!text.empty()) text += ", ";
-      text += d.name;
-    });
-    return text;
-  }
+  static std::string names() { return detail::enum_names(detail::enum_table<E>); }
   static void read(boost::json::value const& j, E& v, read_context& ctx) {
-    if (!j.is_string()) {
-      ctx.error("expected one of " + names() + ", got " + detail::describe_json(j));
-      return;
-    }
-    std::string_view name = j.get_string();
-    bool found = false;
-    boost::mp11::mp_for_each<boost::describe::describe_enumerators<E>>([&](auto d) {
-      if (!found && name == d.name) {
-        v = d.value;
-        found = true;
-      }
-    });
-    if (!found) ctx.error("must be one of " + names() + ", got " + detail::show(name));
+    if (auto x = detail::read_enum(j, detail::enum_table<E>, ctx)) v = static_cast<E>(*x);
   }
-  static boost::json::value write(E v) {
-    boost::json::value out = static_cast<std::int64_t>(v);
-    boost::mp11::mp_for_each<boost::describe::describe_enumerators<E>>([&](auto d) {
-      if (v == d.value) out = d.name;
-    });
+  static void write_to(E v, boost::json::value& out) {
+    detail::write_enum(out, detail::enum_table<E>, static_cast<std::int64_t>(v));
+  }
+  static detail::json_value<E> write(E v) {
+    detail::json_value<E> out;
+    write_to(v, out);
     return out;
   }
   static std::string type_name() { return std::string(detail::type_name<E>()); }
-  static void schema(boost::json::object& s) {
-    s["type"] = "string";
-    boost::json::array list;
-    boost::mp11::mp_for_each<boost::describe::describe_enumerators<E>>([&](auto d) { list.emplace_back(d.name); });
-    s["enum"] = std::move(list);
-  }
+  static void schema(boost::json::object& s) { detail::enum_schema(s, detail::enum_table<E>); }
 };
 
 template <class U> struct value_traits<std::optional<U>> : detail::container_traits<std::optional<U>> {};

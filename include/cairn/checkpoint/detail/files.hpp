@@ -9,6 +9,8 @@
 #include <cairn/io/file.hpp>
 #include <cairn/io/index.hpp>
 
+#include <boost/json/value.hpp>
+
 #include <cstdint>
 #include <filesystem>
 #include <map>

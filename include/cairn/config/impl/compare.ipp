@@ -4,6 +4,8 @@
 
 #include <cairn/config/compare.hpp>
 
+#include <boost/json/value.hpp>
+
 namespace cairn::detail {
 
 CAIRN_DECL bool selected(field_info const& f, field_selection which, bool inside_selected) {
@@ -20,7 +22,7 @@ CAIRN_DECL void collect_differences(config_ops const& ops, void const* left, voi
     } else if (chosen) {
       auto a = write_value(*f.type, f.member(left));
       auto b = write_value(*f.type, f.member(right));
-      if (a != b) out.push_back({std::move(path), std::move(a), std::move(b)});
+      if (a != b) out.push_back({std::move(path), compact(a), compact(b)});
     }
   }
 }
@@ -40,8 +42,7 @@ CAIRN_DECL void report_architecture(std::vector<difference> const& differences, 
                                     std::string_view context) {
   std::vector<diagnostic> problems;
   for (auto const& d : differences) {
-    problems.push_back(
-        {d.path, std::string(context) + " differs: expected " + compact(d.left) + ", got " + compact(d.right)});
+    problems.push_back({d.path, std::string(context) + " differs: expected " + d.left + ", got " + d.right});
   }
   if (problems.empty()) return;
   if (mode == on_mismatch::error) throw config_error(std::move(problems));

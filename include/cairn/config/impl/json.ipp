@@ -5,6 +5,7 @@
 #include <cairn/config/json.hpp>
 
 #include <boost/json/stream_parser.hpp>
+#include <boost/json/value.hpp>
 
 #include <cerrno>
 #include <cstring>
@@ -25,6 +26,48 @@ CAIRN_DECL boost::json::object write_changes(config_ops const& ops, void const* 
     }
   }
   return out;
+}
+
+CAIRN_DECL void build_config(config_ops const& ops, boost::json::value& document,
+                             std::span<std::string const> overrides, void* config) {
+  read_context ctx;
+  apply_config_legacy(ops, document, ctx);
+  apply_overrides(ops, document, overrides, ctx);
+  read_config(ops, document, config, ctx);
+  finish_validation(ops, config, std::move(ctx.errors()));
+}
+
+CAIRN_DECL void build_from_text(config_ops const& ops, std::string_view text, std::span<std::string const> overrides,
+                                void* config) {
+  auto document = parse_json(text);
+  build_config(ops, document, overrides, config);
+}
+
+CAIRN_DECL void build_from_file(config_ops const& ops, std::filesystem::path const& file,
+                                std::span<std::string const> overrides, void* config) {
+  auto document = read_json_file(file);
+  build_config(ops, document, overrides, config);
+}
+
+CAIRN_DECL void build_from_config(config_ops const& ops, void const* from, std::span<std::string const> overrides,
+                                  void* config) {
+  auto document = write_config(ops, from);
+  build_config(ops, document, overrides, config);
+}
+
+CAIRN_DECL void parse_config(config_ops const& ops, boost::json::value const& document, void* config,
+                             read_context& ctx) {
+  read_config(ops, document, config, ctx);
+  if (!ctx.errors().empty()) throw config_error(ctx.errors());
+}
+
+CAIRN_DECL boost::json::value config_to_json(config_ops const& ops, void const* config, output which) {
+  if (which == output::changed) return write_changes(ops, config, ops.defaults());
+  return write_config(ops, config);
+}
+
+CAIRN_DECL std::string config_to_string(config_ops const& ops, void const* config, output which) {
+  return pretty(config_to_json(ops, config, which));
 }
 
 CAIRN_DECL std::string line_and_column(std::string_view text, std::size_t offset) {

@@ -4,6 +4,8 @@
 
 #include <cairn/config/legacy.hpp>
 
+#include <boost/json/object.hpp>
+
 namespace cairn::legacy {
 
 CAIRN_DECL legacy_rule rename(std::string old_key, std::string new_key) {

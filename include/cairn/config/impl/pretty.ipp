@@ -5,6 +5,7 @@
 #include <cairn/config/detail/pretty.hpp>
 
 #include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
 
 #include <cmath>
 

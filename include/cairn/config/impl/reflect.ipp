@@ -4,6 +4,8 @@
 
 #include <cairn/config/reflect.hpp>
 
+#include <boost/json/value.hpp>
+
 namespace cairn::detail {
 
 CAIRN_DECL config_ops make_config_ops(std::string_view name, void (*validate_chain)(void*, validation&),
@@ -103,7 +105,11 @@ CAIRN_DECL void read_value(type_ops const& type, boost::json::value const& j, vo
 
 CAIRN_DECL boost::json::value write_value(type_ops const& type, void const* value) {
   if (type.config) return write_config(type.config(), value);
-  if (!type.container) return type.write(value);
+  if (!type.container) {
+    boost::json::value out;
+    type.write(value, out);
+    return out;
+  }
   auto const& c = *type.container;
   auto* mutable_value = const_cast<void*>(value); // the container operations do not modify it here
   switch (c.kind) {

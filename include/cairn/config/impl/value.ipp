@@ -2,7 +2,10 @@
 // <cairn/config/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/config/detail/show.hpp>
 #include <cairn/config/value.hpp>
+
+#include <boost/json/value.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -33,7 +36,52 @@ CAIRN_DECL std::string describe_json(boost::json::value const& j) {
   return "a value";
 }
 
-CAIRN_DECL boost::json::value string_value(std::string_view s) { return boost::json::string(s.data(), s.size()); }
+CAIRN_DECL void store_bool(boost::json::value& out, bool v) { out = v; }
+CAIRN_DECL void store_int64(boost::json::value& out, std::int64_t v) { out = v; }
+CAIRN_DECL void store_uint64(boost::json::value& out, std::uint64_t v) { out = v; }
+CAIRN_DECL void store_double(boost::json::value& out, double v) { out = v; }
+CAIRN_DECL void store_string(boost::json::value& out, std::string_view v) {
+  out = boost::json::string_view(v.data(), v.size());
+}
+
+CAIRN_DECL std::string enum_names(std::span<enum_entry const> table) {
+  std::string text;
+  for (auto const& e : table) {
+    if (!text.empty()) text += ", ";
+    text += e.name;
+  }
+  return text;
+}
+
+CAIRN_DECL std::optional<std::int64_t> read_enum(boost::json::value const& j, std::span<enum_entry const> table,
+                                                 read_context& ctx) {
+  if (!j.is_string()) {
+    ctx.error("expected one of " + enum_names(table) + ", got " + describe_json(j));
+    return std::nullopt;
+  }
+  std::string_view name = j.get_string();
+  for (auto const& e : table)
+    if (e.name == name) return e.value;
+  ctx.error("must be one of " + enum_names(table) + ", got " + show(name));
+  return std::nullopt;
+}
+
+CAIRN_DECL void write_enum(boost::json::value& out, std::span<enum_entry const> table, std::int64_t value) {
+  for (auto const& e : table) {
+    if (e.value == value) {
+      store_string(out, e.name);
+      return;
+    }
+  }
+  out = value;
+}
+
+CAIRN_DECL void enum_schema(boost::json::object& s, std::span<enum_entry const> table) {
+  s["type"] = "string";
+  boost::json::array list;
+  for (auto const& e : table) list.emplace_back(boost::json::string_view(e.name.data(), e.name.size()));
+  s["enum"] = std::move(list);
+}
 
 CAIRN_DECL std::string integer_name(integer_kind kind) {
   return (kind.is_signed ? "int" : "uint") + std::to_string(8 * kind.bytes);
@@ -117,6 +165,7 @@ CAIRN_DECL void value_traits<bool>::read(boost::json::value const& j, bool& v, r
   else
     ctx.error("expected a boolean, got " + detail::describe_json(j));
 }
+CAIRN_DECL boost::json::value value_traits<bool>::write(bool v) { return v; }
 CAIRN_DECL void value_traits<bool>::schema(boost::json::object& s) { s["type"] = "boolean"; }
 
 CAIRN_DECL void value_traits<std::string>::read(boost::json::value const& j, std::string& v, read_context& ctx) {
@@ -125,7 +174,11 @@ CAIRN_DECL void value_traits<std::string>::read(boost::json::value const& j, std
   else
     ctx.error("expected a string, got " + detail::describe_json(j));
 }
-CAIRN_DECL boost::json::value value_traits<std::string>::write(std::string const& v) { return detail::string_value(v); }
+CAIRN_DECL boost::json::value value_traits<std::string>::write(std::string const& v) {
+  boost::json::value out;
+  write_to(v, out);
+  return out;
+}
 CAIRN_DECL void value_traits<std::string>::schema(boost::json::object& s) { s["type"] = "string"; }
 
 CAIRN_DECL void value_traits<std::filesystem::path>::read(boost::json::value const& j, std::filesystem::path& v,
@@ -136,7 +189,9 @@ CAIRN_DECL void value_traits<std::filesystem::path>::read(boost::json::value con
     ctx.error("expected a path (string), got " + detail::describe_json(j));
 }
 CAIRN_DECL boost::json::value value_traits<std::filesystem::path>::write(std::filesystem::path const& v) {
-  return detail::string_value(v.string());
+  boost::json::value out;
+  write_to(v, out);
+  return out;
 }
 CAIRN_DECL void value_traits<std::filesystem::path>::schema(boost::json::object& s) { s["type"] = "string"; }
 
