@@ -129,6 +129,15 @@ TEST_CASE("bounds compare exactly across signed and unsigned types") {
   CHECK(at_least(-1)(std::uint8_t{0}) == std::nullopt);
 }
 
+TEST_CASE("bounds compare exactly between integers and floating point, and show values as typed") {
+  using namespace cairn::check;
+  CHECK(less(0.5)(std::int64_t{1}) == "must be < 0.5, got 1");
+  CHECK(at_most(9007199254740992.0)(std::int64_t{9007199254740992}) == std::nullopt); // 2^53
+  CHECK(at_most(9007199254740992.0)(std::int64_t{9007199254740993}).has_value());     // 2^53 + 1: not rounded
+  CHECK(in_range(0.0, 1.0)(1.1f) == "must be in [0, 1], got 1.1");                    // a float, not 1.100000023841858
+  CHECK(greater(std::uint64_t{18446744073709551615ULL})(-1) == "must be > 18446744073709551615, got -1");
+}
+
 TEST_CASE("hint importance orders documentation") {
   using cairn::hint;
   CHECK(cairn::importance(hint::core) < cairn::importance(hint::feature));

@@ -6,7 +6,6 @@
 #include <cairn/config/reflect.hpp>
 #include <cairn/config/validate.hpp>
 
-#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,8 +28,8 @@ CAIRN_DECL void build_config(config_ops const& ops, boost::json::value& document
                              std::span<std::string const> overrides, void* config);
 CAIRN_DECL void build_from_text(config_ops const& ops, std::string_view text, std::span<std::string const> overrides,
                                 void* config);
-CAIRN_DECL void build_from_file(config_ops const& ops, std::filesystem::path const& file,
-                                std::span<std::string const> overrides, void* config);
+CAIRN_DECL void build_from_file(config_ops const& ops, std::string const& file, std::span<std::string const> overrides,
+                                void* config);
 /// `from` written out and read back into `config` with the overrides on top.
 CAIRN_DECL void build_from_config(config_ops const& ops, void const* from, std::span<std::string const> overrides,
                                   void* config);
@@ -49,8 +48,9 @@ CAIRN_DECL std::string line_and_column(std::string_view text, std::size_t offset
 /// Parses JSON text; a syntax error is a config_error naming `source` and the line and column.
 CAIRN_DECL boost::json::value parse_json(std::string_view text, std::string_view source = "<string>");
 
-/// Reads a JSON file; an unreadable file or a syntax error is a config_error naming the file.
-CAIRN_DECL boost::json::value read_json_file(std::filesystem::path const& file);
+/// Reads a JSON file (a `std::filesystem::path` converts); an unreadable file or a syntax error
+/// is a config_error naming the file.
+CAIRN_DECL boost::json::value read_json_file(std::string const& file);
 
 /// Reads a config from JSON without validating it. Unknown keys are errors.
 template <described_config T> T parse(boost::json::value const& document) {
@@ -92,10 +92,14 @@ template <described_config T> T from_string(std::string_view text, std::vector<s
 /// Reads and validates a config from a JSON file with overrides on top:
 ///
 ///     auto cfg = cairn::load<trainer_config>("run.json", {"training.checkpoint.interval=1000"});
-template <described_config T>
-T load(std::filesystem::path const& file, std::vector<std::string> const& overrides = {}) {
+///
+/// `file` is a `std::filesystem::path` or a string.
+template <described_config T, class Path> T load(Path const& file, std::vector<std::string> const& overrides = {}) {
   T config{};
-  detail::build_from_file(detail::config_of<T>(), file, overrides, &config);
+  if constexpr (std::is_convertible_v<Path const&, std::string_view>)
+    detail::build_from_file(detail::config_of<T>(), std::string(std::string_view(file)), overrides, &config);
+  else
+    detail::build_from_file(detail::config_of<T>(), file.string(), overrides, &config);
   return config;
 }
 

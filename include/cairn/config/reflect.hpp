@@ -291,9 +291,11 @@ template <class T> constexpr void (*validate_chain_of())(void*, validation&) {
     return nullptr;
 }
 
+/// `T{}`, made once and never destroyed: a config's defaults outlive every use of its table, and
+/// no destructor of T is compiled for them.
 template <class T> void const* default_of() {
-  static T const value{};
-  return &value;
+  static T const* const value = new T{};
+  return value;
 }
 
 /// A member named after a C++ keyword takes a trailing underscore (`export_`); its key does not.

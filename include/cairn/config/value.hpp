@@ -11,7 +11,6 @@
 #include <array>
 #include <concepts>
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <span>
@@ -169,15 +168,34 @@ template <> struct value_traits<std::string> {
   CAIRN_DECL static void schema(boost::json::object& s);
 };
 
-template <> struct value_traits<std::filesystem::path> {
+namespace detail {
+/// `std::filesystem::path`, recognised without including <filesystem> (a translation unit with
+/// a path member has it); a path type with the same interface, like Boost's, reads the same.
+template <class P>
+concept filesystem_path = requires(P const& p) {
+  typename P::string_type;
+  { p.string() } -> std::convertible_to<std::string>;
+  p.root_path();
+  p.lexically_normal();
+  P(std::string());
+};
+/// Reads a path's text; anything but a string is an error in `ctx`, and gives nothing.
+CAIRN_DECL std::optional<std::string> read_path(boost::json::value const& j, read_context& ctx);
+} // namespace detail
+
+template <detail::filesystem_path P> struct value_traits<P> {
   static constexpr bool textual = true;
-  CAIRN_DECL static void read(boost::json::value const& j, std::filesystem::path& v, read_context& ctx);
-  CAIRN_DECL static boost::json::value write(std::filesystem::path const& v);
-  static void write_to(std::filesystem::path const& v, boost::json::value& out) {
-    detail::store_string(out, v.string());
+  static void read(boost::json::value const& j, P& v, read_context& ctx) {
+    if (auto text = detail::read_path(j, ctx)) v = P(*text);
+  }
+  static void write_to(P const& v, boost::json::value& out) { detail::store_string(out, v.string()); }
+  static detail::json_value<P> write(P const& v) {
+    detail::json_value<P> out;
+    write_to(v, out);
+    return out;
   }
   static std::string type_name() { return "path"; }
-  CAIRN_DECL static void schema(boost::json::object& s);
+  static void schema(boost::json::object& s) { value_traits<std::string>::schema(s); }
 };
 
 /// Described enums are written as their enumerator names.

@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <concepts>
-#include <filesystem>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -31,7 +30,7 @@ template <class V> std::string show(V const& value) {
     text += std::string_view(value);
     text += '"';
     return text;
-  } else if constexpr (std::is_same_v<V, std::filesystem::path>) {
+  } else if constexpr (requires { value.lexically_normal().string(); }) { // a std::filesystem::path
     return show(value.string());
   } else {
     return "value";

@@ -43,8 +43,8 @@ CAIRN_DECL void build_from_text(config_ops const& ops, std::string_view text, st
   build_config(ops, document, overrides, config);
 }
 
-CAIRN_DECL void build_from_file(config_ops const& ops, std::filesystem::path const& file,
-                                std::span<std::string const> overrides, void* config) {
+CAIRN_DECL void build_from_file(config_ops const& ops, std::string const& file, std::span<std::string const> overrides,
+                                void* config) {
   auto document = read_json_file(file);
   build_config(ops, document, overrides, config);
 }
@@ -104,12 +104,12 @@ CAIRN_DECL boost::json::value parse_json(std::string_view text, std::string_view
   return parser.release();
 }
 
-CAIRN_DECL boost::json::value read_json_file(std::filesystem::path const& file) {
+CAIRN_DECL boost::json::value read_json_file(std::string const& file) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw config_error({{file.string(), std::string("cannot open: ") + std::strerror(errno)}});
+  if (!in) throw config_error({{file, std::string("cannot open: ") + std::strerror(errno)}});
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_json(text.str(), file.string());
+  return parse_json(text.str(), file);
 }
 
 } // namespace cairn

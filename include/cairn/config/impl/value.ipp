@@ -44,6 +44,12 @@ CAIRN_DECL void store_string(boost::json::value& out, std::string_view v) {
   out = boost::json::string_view(v.data(), v.size());
 }
 
+CAIRN_DECL std::optional<std::string> read_path(boost::json::value const& j, read_context& ctx) {
+  if (j.is_string()) return std::string(j.get_string());
+  ctx.error("expected a path (string), got " + describe_json(j));
+  return std::nullopt;
+}
+
 CAIRN_DECL std::string enum_names(std::span<enum_entry const> table) {
   std::string text;
   for (auto const& e : table) {
@@ -180,19 +186,5 @@ CAIRN_DECL boost::json::value value_traits<std::string>::write(std::string const
   return out;
 }
 CAIRN_DECL void value_traits<std::string>::schema(boost::json::object& s) { s["type"] = "string"; }
-
-CAIRN_DECL void value_traits<std::filesystem::path>::read(boost::json::value const& j, std::filesystem::path& v,
-                                                          read_context& ctx) {
-  if (j.is_string())
-    v = std::string_view(j.get_string());
-  else
-    ctx.error("expected a path (string), got " + detail::describe_json(j));
-}
-CAIRN_DECL boost::json::value value_traits<std::filesystem::path>::write(std::filesystem::path const& v) {
-  boost::json::value out;
-  write_to(v, out);
-  return out;
-}
-CAIRN_DECL void value_traits<std::filesystem::path>::schema(boost::json::object& s) { s["type"] = "string"; }
 
 } // namespace cairn
