@@ -12,16 +12,13 @@
 #include <boost/describe/modifiers.hpp>
 #include <boost/mp11/algorithm.hpp>
 
-#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <exception>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -203,8 +200,9 @@ template <class T> auto const& field_list() {
 
 /// Where `member` lies within `object`.
 template <class T, class M> std::size_t offset_in(T const& object, M const& member) {
-  return static_cast<std::size_t>(reinterpret_cast<char const*>(std::addressof(member)) -
-                                  reinterpret_cast<char const*>(std::addressof(object)));
+  // std::addressof without <memory>: the builtin it is made of (GCC, Clang and MSVC have it).
+  return static_cast<std::size_t>(reinterpret_cast<char const*>(__builtin_addressof(member)) -
+                                  reinterpret_cast<char const*>(__builtin_addressof(object)));
 }
 
 /// One entry of a `cairn_fields` list, a definition or an update, with its types erased.
@@ -251,15 +249,14 @@ template <class T, class Object> void apply_entries(config_ops& ops, Object cons
   });
 }
 
+/// Appends the rules of `more` that `rules` does not have yet (a mixin reached twice).
+CAIRN_DECL void add_legacy_rules(std::vector<legacy_rule>& rules, std::vector<legacy_rule> more);
+
 /// Legacy rules of T and of each of its bases, base first.
 template <class T> void collect_legacy_rules(std::vector<legacy_rule>& rules) {
   boost::mp11::mp_for_each<bases_of<T>>([&](auto base) { collect_legacy_rules<typename decltype(base)::type>(rules); });
   if constexpr (requires { cairn_legacy(static_cast<T const*>(nullptr)); }) {
-    for (auto& rule : cairn_legacy(static_cast<T const*>(nullptr))) {
-      bool seen =
-          std::any_of(rules.begin(), rules.end(), [&](legacy_rule const& r) { return r.summary() == rule.summary(); });
-      if (!seen) rules.push_back(std::move(rule));
-    }
+    add_legacy_rules(rules, cairn_legacy(static_cast<T const*>(nullptr)));
   }
 }
 
@@ -324,11 +321,12 @@ template <class T> void fill_config_ops(config_ops& ops, void const* object) {
   collect_legacy_rules<T>(ops.legacy);
 }
 
-CAIRN_DECL config_ops make_config_ops(std::string_view name, void (*validate_chain)(void*, validation&),
-                                      void const* (*defaults)(), void (*fill)(config_ops&, void const*));
+/// The table of a config, made once and kept for the program.
+CAIRN_DECL config_ops const& make_config_ops(std::string_view name, void (*validate_chain)(void*, validation&),
+                                             void const* (*defaults)(), void (*fill)(config_ops&, void const*));
 
 template <class T> config_ops const& config_of() {
-  static config_ops const ops =
+  static config_ops const& ops =
       make_config_ops(config_name<T>(), validate_chain_of<T>(), &default_of<T>, &fill_config_ops<T>);
   return ops;
 }

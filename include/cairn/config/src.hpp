@@ -15,5 +15,6 @@
 #include <cairn/config/impl/pretty.ipp>
 #include <cairn/config/impl/reflect.ipp>
 #include <cairn/config/impl/schema.ipp>
+#include <cairn/config/impl/show.ipp>
 #include <cairn/config/impl/validate.ipp>
 #include <cairn/config/impl/value.ipp>

@@ -1,30 +1,33 @@
 #pragma once
 
-#include <charconv>
+#include <cairn/config/detail/decl.hpp>
+
 #include <concepts>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <type_traits>
 #include <utility>
 
 namespace cairn::detail {
 
+CAIRN_DECL std::string show_integer(long long value);
+CAIRN_DECL std::string show_unsigned(unsigned long long value);
+/// The shortest text that reads back exactly, but 3000000000 rather than 3e+09.
+CAIRN_DECL std::string show_double(double value);
+CAIRN_DECL std::string show_float(float value);
+
 /// A value as a user would write it in an error message: numbers plainly, strings quoted.
 template <class V> std::string show(V const& value) {
   if constexpr (std::is_same_v<V, bool>) {
     return value ? "true" : "false";
+  } else if constexpr (std::is_integral_v<V> && std::is_signed_v<V>) {
+    return show_integer(value);
   } else if constexpr (std::is_integral_v<V>) {
-    char buffer[32];
-    auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-    return std::string(buffer, result.ptr);
+    return show_unsigned(value);
+  } else if constexpr (std::is_same_v<V, float>) {
+    return show_float(value);
   } else if constexpr (std::is_floating_point_v<V>) {
-    // The shortest text that reads back exactly, but 3000000000 rather than 3e+09.
-    char shortest[64], fixed[64];
-    auto s = std::to_chars(shortest, shortest + sizeof shortest, value);
-    auto f = std::to_chars(fixed, fixed + sizeof fixed, value, std::chars_format::fixed);
-    if (f.ec == std::errc() && f.ptr - fixed <= 20) return std::string(fixed, f.ptr);
-    return std::string(shortest, s.ptr);
+    return show_double(static_cast<double>(value));
   } else if constexpr (std::is_convertible_v<V const&, std::string_view>) {
     std::string text = "\"";
     text += std::string_view(value);
@@ -47,3 +50,7 @@ template <class A, class B> constexpr bool less(A const& a, B const& b) {
 }
 
 } // namespace cairn::detail
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/config/impl/show.ipp>
+#endif

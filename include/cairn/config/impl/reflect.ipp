@@ -6,13 +6,24 @@
 
 #include <boost/json/value.hpp>
 
+#include <memory>
+
 namespace cairn::detail {
 
-CAIRN_DECL config_ops make_config_ops(std::string_view name, void (*validate_chain)(void*, validation&),
-                                      void const* (*defaults)(), void (*fill)(config_ops&, void const*)) {
-  config_ops ops{name, {}, {}, validate_chain, defaults};
-  fill(ops, defaults());
-  return ops;
+CAIRN_DECL config_ops const& make_config_ops(std::string_view name, void (*validate_chain)(void*, validation&),
+                                             void const* (*defaults)(), void (*fill)(config_ops&, void const*)) {
+  // Kept for the program, never destroyed: no config's table is torn down before a use of it.
+  auto ops = std::make_unique<config_ops>(config_ops{name, {}, {}, validate_chain, defaults});
+  fill(*ops, defaults());
+  return *ops.release();
+}
+
+CAIRN_DECL void add_legacy_rules(std::vector<legacy_rule>& rules, std::vector<legacy_rule> more) {
+  for (auto& rule : more) {
+    bool seen = false;
+    for (auto const& r : rules) seen = seen || r.summary() == rule.summary();
+    if (!seen) rules.push_back(std::move(rule));
+  }
 }
 
 CAIRN_DECL void apply_field_entries(config_ops& ops, std::span<field_entry const> entries) {
