@@ -2,11 +2,9 @@
 
 #include <cairn/config/detail/decl.hpp>
 
-#include <concepts>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <utility>
 
 namespace cairn::detail {
 
@@ -37,15 +35,6 @@ template <class V> std::string show(V const& value) {
     return show(value.string());
   } else {
     return "value";
-  }
-}
-
-/// a < b for any two arithmetic values, exact for mixed signed and unsigned integers.
-template <class A, class B> constexpr bool less(A const& a, B const& b) {
-  if constexpr (std::integral<A> && std::integral<B>) {
-    return std::cmp_less(a, b);
-  } else {
-    return static_cast<long double>(a) < static_cast<long double>(b);
   }
 }
 
