@@ -114,6 +114,15 @@ template <class V> struct container_traits {
 
 } // namespace detail
 
+namespace detail {
+/// `value_traits<V>::write` of a type whose traits store through `write_to`.
+template <class V> json_value<V> written(V const& v) {
+  json_value<V> out;
+  value_traits<V>::write_to(v, out);
+  return out;
+}
+} // namespace detail
+
 // The traits of cairn's own value types also give `write_to`, which stores into a JSON value
 // without needing its definition; `write` is for callers who have it.
 
@@ -136,11 +145,7 @@ requires std::integral<V> &&(!std::is_same_v<V, bool>)&&(!std::is_same_v<V, char
     else
       detail::store_uint64(out, v);
   }
-  static detail::json_value<V> write(V v) {
-    detail::json_value<V> out;
-    write_to(v, out);
-    return out;
-  }
+  static detail::json_value<V> write(V v) { return detail::written(v); }
   static std::string type_name() { return detail::integer_name(detail::integer_kind_of<V>); }
   static void schema(boost::json::object& s) { detail::integer_schema(s, detail::integer_kind_of<V>); }
 };
@@ -150,11 +155,7 @@ template <std::floating_point V> struct value_traits<V> {
     if (auto x = detail::read_number(j, ctx)) v = static_cast<V>(*x);
   }
   static void write_to(V v, boost::json::value& out) { detail::store_double(out, static_cast<double>(v)); }
-  static detail::json_value<V> write(V v) {
-    detail::json_value<V> out;
-    write_to(v, out);
-    return out;
-  }
+  static detail::json_value<V> write(V v) { return detail::written(v); }
   static std::string type_name() { return "float" + std::to_string(8 * sizeof(V)); }
   static void schema(boost::json::object& s) { detail::number_schema(s); }
 };
@@ -189,11 +190,7 @@ template <detail::filesystem_path P> struct value_traits<P> {
     if (auto text = detail::read_path(j, ctx)) v = P(*text);
   }
   static void write_to(P const& v, boost::json::value& out) { detail::store_string(out, v.string()); }
-  static detail::json_value<P> write(P const& v) {
-    detail::json_value<P> out;
-    write_to(v, out);
-    return out;
-  }
+  static detail::json_value<P> write(P const& v) { return detail::written(v); }
   static std::string type_name() { return "path"; }
   static void schema(boost::json::object& s) { value_traits<std::string>::schema(s); }
 };
@@ -209,11 +206,7 @@ requires std::is_enum_v<E> && boost::describe::has_describe_enumerators<E>::valu
   static void write_to(E v, boost::json::value& out) {
     detail::write_enum(out, detail::enum_table<E>, static_cast<std::int64_t>(v));
   }
-  static detail::json_value<E> write(E v) {
-    detail::json_value<E> out;
-    write_to(v, out);
-    return out;
-  }
+  static detail::json_value<E> write(E v) { return detail::written(v); }
   static std::string type_name() { return std::string(detail::type_name<E>()); }
   static void schema(boost::json::object& s) { detail::enum_schema(s, detail::enum_table<E>); }
 };

@@ -180,11 +180,7 @@ CAIRN_DECL void value_traits<std::string>::read(boost::json::value const& j, std
   else
     ctx.error("expected a string, got " + detail::describe_json(j));
 }
-CAIRN_DECL boost::json::value value_traits<std::string>::write(std::string const& v) {
-  boost::json::value out;
-  write_to(v, out);
-  return out;
-}
+CAIRN_DECL boost::json::value value_traits<std::string>::write(std::string const& v) { return detail::written(v); }
 CAIRN_DECL void value_traits<std::string>::schema(boost::json::object& s) { s["type"] = "string"; }
 
 } // namespace cairn
