@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 options=(-DCAIRN_WITH_TORCH=ON)
 cuda=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
 if [ -f "$cuda/include/nccl.h" ]; then options+=(-DCAIRN_WITH_NCCL=ON -DCUDAToolkit_ROOT="$cuda"); fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}" >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${options[@]}" >/dev/null
 cmake --build build -j"${CAIRN_JOBS:-2}" --target cairn-train cairn-tool
 
 run=runs/quickstart

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test of cairn: installs dependencies, builds with warnings as errors, runs the
-# unit, compile-fail, header and consumer tests, builds again with AddressSanitizer and
+# Runs every test of cairn: installs dependencies, builds Release (a user's first build) with
+# warnings as errors, runs the unit, compile-fail, header and consumer tests, builds again with AddressSanitizer and
 # UndefinedBehaviorSanitizer and runs the unit tests there, then fuzzes the safetensors header
 # parser for a bounded time.
 set -euo pipefail
@@ -14,14 +14,14 @@ options=(-DCAIRN_WITH_TORCH=ON)
 cuda=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
 if [ -f "$cuda/include/nccl.h" ]; then options+=(-DCAIRN_WITH_NCCL=ON -DCUDAToolkit_ROOT="$cuda"); fi
 
-echo "== build (RelWithDebInfo)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}"
+echo "== build (Release, warnings as errors)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCAIRN_WARNINGS_AS_ERRORS=ON "${options[@]}"
 cmake --build build -j"$jobs"
 echo "== tests"
 ctest --test-dir build -j"$jobs" --output-on-failure
 
 echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer)"
-cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCAIRN_SANITIZE=ON "${options[@]}" \
+cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCAIRN_SANITIZE=ON -DCAIRN_WARNINGS_AS_ERRORS=ON "${options[@]}" \
   -DCAIRN_BUILD_EXAMPLES=OFF -DCAIRN_BUILD_BENCH=OFF -DCAIRN_INSTALL=OFF -DCAIRN_HEADER_CHECK=OFF
 cmake --build build-sanitize -j"$jobs"
 echo "== tests under sanitizers"
