@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
       auto start = clock_type::now();
       safetensors_writer writer(dir / "model.safetensors", policy);
       for (std::size_t i = 0; i < tensors.size(); ++i)
-        writer.add("t" + std::to_string(i), dtype::U8, {tensors[i].second},
+        writer.add(std::string("t").append(std::to_string(i)), dtype::U8, {tensors[i].second},
                    std::span(data).subspan(tensors[i].first, tensors[i].second));
       writer.write();
       return seconds_since(start);

@@ -124,7 +124,9 @@ CAIRN_DECL void read_integer(boost::json::value const& j, void* out, integer_kin
   }
   bool fits = !huge && (negative && magnitude != 0 ? magnitude <= negative_limit : magnitude <= high);
   if (!fits) {
-    std::string bounds = kind.is_signed ? "-" + show(negative_limit) + ", " + show(high) : "0, " + show(high);
+    std::string bounds = kind.is_signed ? "-" : "0, ";
+    if (kind.is_signed) bounds += show(negative_limit) + ", ";
+    bounds += show(high);
     ctx.error(shown + " is out of range for " + integer_name(kind) + " [" + bounds + "]");
     return;
   }
