@@ -12,8 +12,8 @@
 //
 //     build/bin/cairn-bench-manager [GiB, default 1] [directory, default the temp directory] [rounds, default 3]
 //     [cpu|cuda]
-#include <cairn/checkpoint/manager.hpp>
 #include <cairn/comm/single_process.hpp>
+#include <cairn/training/manager.hpp>
 
 #include <ATen/ATen.h>
 

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (args[i] == "--schema") {
-      std::fputs(cairn::detail::pretty(cairn::json_schema<example::run_config>()).c_str(), stdout);
+      std::fputs(cairn::to_pretty_json(cairn::json_schema<example::run_config>()).c_str(), stdout);
       return 0;
     }
     if (args[i] == "--config" && i + 1 < args.size()) {

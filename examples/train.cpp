@@ -13,10 +13,7 @@
 // Deterministic on CPU: the data of iteration i and the initial weights are pure functions of
 // the seed, so a run killed at any iteration and resumed ends bitwise identical to an
 // uninterrupted one on the same number of ranks.
-#include <cairn/checkpoint.hpp>
-#include <cairn/comm.hpp>
-#include <cairn/config.hpp>
-#include <cairn/training.hpp>
+#include <cairn/cairn.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -296,19 +293,6 @@ private:
   cairn::model_state state_;     // this rank's shards of weights and optimizer state
 };
 
-/// The model config of the checkpoint `pretrained` names, applied to `cfg` as its `load_config`
-/// says, before the model is built.
-inline void apply_pretrained_config(train_config& cfg) {
-  auto const& p = cfg.pretrained;
-  auto source = p.path.string();
-  boost::json::value stored;
-  if (p.format == cairn::checkpoint_format::external)
-    stored = boost::json::object{{"model", cairn::to_json(cairn::external::load_config(converter(), p.path))}};
-  else
-    stored = cairn::detail::read_stored_metadata(p.path, p.format).config;
-  cairn::apply_stored_config(cfg, stored, &train_config::model, p.load_config, source);
-}
-
 int train(train_config cfg) {
   if (cfg.device == device_type::cuda && !at::hasCUDA())
     throw cairn::config_error(std::vector<cairn::diagnostic>{
@@ -322,11 +306,10 @@ int train(train_config cfg) {
   bool leader = comm.rank() == 0;
 
   // Resume when there is a checkpoint; else initialise from `pretrained`, whose config may
-  // change the model before it is built.
-  cairn::save_directory checkpoints(cfg.run.experiment_dir / "checkpoints");
-  bool from_pretrained = checkpoints.complete().empty() && cfg.has_pretrained();
-  if (from_pretrained) apply_pretrained_config(cfg);
-
+  // change the model before it is built; else start fresh.
+  auto plan = cairn::plan_start(cfg, &train_config::model, [](std::filesystem::path const& path) {
+    return cairn::external::load_config(converter(), path);
+  });
   trainer model(cfg, comm);
   cairn::manager_options options;
   options.program_config = cairn::to_json(cfg);
@@ -335,32 +318,28 @@ int train(train_config cfg) {
                            cairn::checkpoint_save_config const& save) {
     cairn::external::save(state, c, converter(), cfg.model, save);
   });
-
-  std::int64_t start = 0;
-  if (auto resumed = manager.resume(model.state())) {
-    start = resumed->iteration;
-    model.gather_weights();
-    if (leader)
-      std::printf("resumed from %s at iteration %lld\n", resumed->path.c_str(), static_cast<long long>(start));
-  } else if (from_pretrained) {
-    if (cfg.pretrained.format == cairn::checkpoint_format::external)
-      cairn::external::load(model.state(), comm, converter(), cfg.model, cfg.pretrained);
-    else
-      cairn::load_checkpoint(model.state(), comm, cfg.pretrained);
-    model.gather_weights();
-    if (leader) std::printf("initialised from %s\n", cfg.pretrained.path.c_str());
-  }
+  auto start = cairn::start_run(
+      manager, model.state(), comm, plan, cfg.pretrained,
+      [&](cairn::model_state& state, cairn::comm::any_communicator& c, cairn::checkpoint_load_config const& load) {
+        cairn::external::load(state, c, converter(), cfg.model, load);
+      });
+  if (start.kind != cairn::start_kind::fresh) model.gather_weights();
+  if (leader && start.kind == cairn::start_kind::resumed)
+    std::printf("resumed from %s at iteration %lld\n", start.path.c_str(), static_cast<long long>(start.iteration));
+  if (leader && start.kind == cairn::start_kind::pretrained) std::printf("initialised from %s\n", start.path.c_str());
   manager.preflight(model.state());
 
   auto const& training = cfg.training;
   auto started = std::chrono::steady_clock::now();
   double loss = 0;
-  for (auto iteration = start + 1; iteration <= training.train_iters; ++iteration) {
+  for (auto iteration = start.iteration + 1; iteration <= training.train_iters; ++iteration) {
     loss = model.step(iteration);
-    if (leader && (training.logs.enabled(iteration) || iteration == start + 1 || iteration == training.train_iters)) {
+    if (leader &&
+        (training.logs.enabled(iteration) || iteration == start.iteration + 1 || iteration == training.train_iters)) {
       auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       std::printf("iteration %lld/%lld: loss %.6f (%.2f ms/iteration)\n", static_cast<long long>(iteration),
-                  static_cast<long long>(training.train_iters), loss, 1000 * seconds / double(iteration - start));
+                  static_cast<long long>(training.train_iters), loss,
+                  1000 * seconds / double(iteration - start.iteration));
       std::fflush(stdout);
     }
     if (training.validation.enabled(iteration)) {
@@ -397,7 +376,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (a == "--schema") {
-      std::printf("%s\n", cairn::detail::pretty(cairn::json_schema<train_config>()).c_str());
+      std::printf("%s\n", cairn::to_pretty_json(cairn::json_schema<train_config>()).c_str());
       return 0;
     }
     if (a == "--print-config") {

@@ -1,16 +1,19 @@
 #pragma once
 // cairn: requires libtorch
 
-/// cairn's checkpoint layer: sharded model state, its layouts, the formats (distributed,
-/// state_dict, external through converters), save_checkpoint / load_checkpoint, the directory
-/// of saves and the checkpoint manager.
+/// cairn's checkpoint layer, the mechanism: sharded model state and its layouts, the formats
+/// (distributed, state_dict, external through converters), save_checkpoint / load_checkpoint,
+/// the directory of saves, verification and conversion. The checkpoint manager and the run
+/// policy are the training layer's (<cairn/training/manager.hpp>, <cairn/training/run.hpp>).
 
 #include <cairn/checkpoint/config.hpp>
+#include <cairn/checkpoint/convert.hpp>
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/external.hpp>
+#include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/layout.hpp>
-#include <cairn/checkpoint/manager.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/stored_config.hpp>
+#include <cairn/checkpoint/verify.hpp>

@@ -6,8 +6,9 @@
 
 #include <cairn/comm/any.hpp>
 #include <cairn/comm/c10d.hpp>
+#include <cairn/comm/collectives.hpp>
 #include <cairn/comm/communicator.hpp>
 #include <cairn/comm/environment.hpp>
 #include <cairn/comm/gloo.hpp>
+#include <cairn/comm/launch.hpp>
 #include <cairn/comm/single_process.hpp>
-#include <cairn/comm/strings.hpp>

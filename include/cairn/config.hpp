@@ -5,7 +5,6 @@
 
 #include <cairn/config/check.hpp>
 #include <cairn/config/compare.hpp>
-#include <cairn/config/diagnostics.hpp>
 #include <cairn/config/docs.hpp>
 #include <cairn/config/field.hpp>
 #include <cairn/config/hint.hpp>
@@ -18,4 +17,5 @@
 #include <cairn/config/validate.hpp>
 #include <cairn/config/validation.hpp>
 #include <cairn/config/value.hpp>
+#include <cairn/diagnostics.hpp>
 #include <cairn/error.hpp>

@@ -7,6 +7,10 @@
 
 namespace cairn {
 
+// Every exception type cairn throws derives from cairn::error; the ones without a file path are
+// here. cairn::io::io_error (a file that cannot be read, written or trusted; it carries the
+// path) is in <cairn/io/error.hpp>, which needs <filesystem>.
+
 /// The base of every exception cairn throws.
 class error : public std::runtime_error {
 public:
@@ -43,6 +47,26 @@ private:
   }
 
   std::vector<diagnostic> errors_;
+};
+
+/// A checkpoint that cannot be saved or loaded as asked: every problem of every rank, each
+/// naming the file or parameter, reported together.
+class checkpoint_error : public error {
+public:
+  checkpoint_error(std::string const& what, std::vector<diagnostic> problems)
+      : error(format(what, problems)), problems_(std::move(problems)) {}
+
+  [[nodiscard]] std::vector<diagnostic> const& problems() const noexcept { return problems_; }
+
+private:
+  static std::string format(std::string const& what, std::vector<diagnostic> const& problems) {
+    std::string text =
+        what + ": " + std::to_string(problems.size()) + (problems.size() == 1 ? " problem" : " problems");
+    for (auto const& p : problems) text += "\n  " + p.to_string();
+    return text;
+  }
+
+  std::vector<diagnostic> problems_;
 };
 
 } // namespace cairn

@@ -10,9 +10,9 @@
 //         environment arms a fault: CAIRN_CRASH_AT=K kills the process at its K-th file
 //         operation (CAIRN_CRASH_FAIL=1 fails that operation instead, with ENOSPC), on rank
 //         CAIRN_CRASH_RANK (default 0). CAIRN_CRASH_COUNT=FILE writes the operation count.
-#include <cairn/checkpoint/manager.hpp>
 #include <cairn/comm/gloo.hpp>
 #include <cairn/comm/single_process.hpp>
+#include <cairn/training/manager.hpp>
 
 #include <ATen/Parallel.h>
 

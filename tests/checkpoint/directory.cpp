@@ -129,30 +129,33 @@ TEST_CASE("a failure at any file operation of a save leaves the earlier saves co
   temp_dir probe;
   save_directory counted(probe / "checkpoints");
   save(counted, 1);
-  cairn::io::fault_injection() = failing_hook;
-  operations = 0;
-  fail_at = 0;
-  save(counted, 2);
-  int total = operations;
+  int total = 0;
+  {
+    cairn::io::scoped_fault_injection counting(failing_hook);
+    operations = 0;
+    fail_at = 0;
+    save(counted, 2);
+    total = operations;
+  }
   CHECK(total >= 8);
 
   for (fail_at = 1; fail_at <= total; ++fail_at) {
     CAPTURE(fail_at);
-    cairn::io::fault_injection() = nullptr;
     temp_dir tmp;
     save_directory dir(tmp / "checkpoints");
     save(dir, 1);
     operations = 0;
-    cairn::io::fault_injection() = failing_hook;
     bool failed = false;
-    try {
-      save(dir, 2);
-    } catch (cairn::io::io_error const& e) {
-      failed = true;
-      CHECK(std::string(e.what()).find(tmp.path.string()) == 0); // names the path
+    {
+      cairn::io::scoped_fault_injection failing(failing_hook);
+      try {
+        save(dir, 2);
+      } catch (cairn::io::io_error const& e) {
+        failed = true;
+        CHECK(std::string(e.what()).find(tmp.path.string()) == 0); // names the path
+      }
     }
     CHECK(failed);
-    cairn::io::fault_injection() = nullptr;
     auto complete = dir.complete();
     REQUIRE(!complete.empty());
     CHECK(complete.front() == 1);
@@ -160,5 +163,4 @@ TEST_CASE("a failure at any file operation of a save leaves the earlier saves co
     dir.clean();
     CHECK_FALSE(std::filesystem::exists(dir.staging(2)));
   }
-  cairn::io::fault_injection() = nullptr;
 }

@@ -1,8 +1,8 @@
 // The checkpoint manager in one process: schedules, retention, exports, callbacks, shutdowns,
 // resuming from the newest good checkpoint, async saves, failures and preflight.
-#include <cairn/checkpoint/manager.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/config/json.hpp>
+#include <cairn/training/manager.hpp>
 
 #include <doctest/doctest.h>
 
@@ -237,20 +237,21 @@ TEST_CASE("a failed background save is an error at the next call, and earlier ch
   CHECK(m.checkpoints().complete() == list{2});
 
   fail_path_containing = ".partial-3";
-  io::fault_injection() = fail_matching;
-  manager_test::fill(state, 3);
-  m.step(3, state); // starts writing in the background
-  manager_test::fill(state, 4);
   bool failed = false;
-  try {
-    m.step(4, state);
-    m.finish();
-  } catch (error const& e) {
-    failed = true;
-    CHECK(std::string(e.what()).find("No space left on device") != std::string::npos);
-    CHECK(std::string(e.what()).find((tmp / "checkpoints" / ".partial-3").string()) != std::string::npos);
+  {
+    io::scoped_fault_injection failing(fail_matching);
+    manager_test::fill(state, 3);
+    m.step(3, state); // starts writing in the background
+    manager_test::fill(state, 4);
+    try {
+      m.step(4, state);
+      m.finish();
+    } catch (error const& e) {
+      failed = true;
+      CHECK(std::string(e.what()).find("No space left on device") != std::string::npos);
+      CHECK(std::string(e.what()).find((tmp / "checkpoints" / ".partial-3").string()) != std::string::npos);
+    }
   }
-  io::fault_injection() = nullptr;
   fail_path_containing.clear();
   CHECK(failed);
   CHECK(m.checkpoints().complete() == list{2});
@@ -284,9 +285,8 @@ TEST_CASE("disk-full and permission errors at every file operation of a save nam
     train(m, state, 1, 1);
     operations = 0;
     fail_at = 0;
-    io::fault_injection() = fail_nth;
+    io::scoped_fault_injection counting(fail_nth);
     train(m, state, 2, 2);
-    io::fault_injection() = nullptr;
     total = operations;
   }
   REQUIRE(total > 20);
@@ -301,14 +301,13 @@ TEST_CASE("disk-full and permission errors at every file operation of a save nam
         manager m(cfg, tmp.path, comm, sync_options());
         train(m, state, 1, 1);
         operations = 0;
-        io::fault_injection() = fail_nth;
+        io::scoped_fault_injection failing(fail_nth);
         try {
           train(m, state, 2, 2);
         } catch (error const& e) {
           CHECK(std::string(e.what()).find(tmp.path.string()) != std::string::npos);
           CHECK(std::string(e.what()).find(std::strerror(code)) != std::string::npos);
         }
-        io::fault_injection() = nullptr;
       }
       // Whatever failed, a resume finds checkpoint 1 or 2 whole; a failure that only hit
       // retention leaves a warning, not an error.

@@ -8,9 +8,11 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -76,6 +78,15 @@ int collectives() {
   }
   expect(agreed_failure, "all_succeed: one rank's failure on every rank", rank);
   cairn::comm::all_succeed(comm, "step", [] {});
+
+  // Agreement on booleans, sums and lists of integers, as the checkpoint code uses them.
+  expect(cairn::comm::all_of(comm, true) && !cairn::comm::all_of(comm, rank != size - 1), "all_of", rank);
+  expect(cairn::comm::any_of(comm, rank == size - 1) && !cairn::comm::any_of(comm, false), "any_of", rank);
+  expect(cairn::comm::sum(comm, rank + 1) == std::int64_t{size} * (size + 1) / 2, "sum", rank);
+  std::vector<std::int64_t> iterations{400, 300, std::int64_t{1} << 40};
+  expect(cairn::comm::broadcast_integers(comm, rank == 0 ? iterations : std::vector<std::int64_t>{7}) == iterations,
+         "broadcast_integers", rank);
+  expect(cairn::comm::broadcast_integers(comm, {}).empty(), "broadcast_integers of nothing", rank);
   comm.barrier();
   if (failures == 0) std::printf("rank %d of %d: all collectives agree\n", rank, size);
   return failures == 0 ? 0 : 1;

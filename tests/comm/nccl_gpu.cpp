@@ -1,7 +1,7 @@
 // The raw NCCL communicator on one GPU (world size 1). Exits 77, which ctest reports as
 // skipped, where there is no GPU or libtorch was built without CUDA.
+#include <cairn/comm/collectives.hpp>
 #include <cairn/comm/nccl.hpp>
-#include <cairn/comm/strings.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>

@@ -33,6 +33,18 @@ namespace cairn {
 /// The file whose presence makes a save complete.
 inline constexpr char const* completion_marker = "complete.json";
 
+/// The folders of an experiment directory: `<experiment_dir>/checkpoints/<iteration>/` for
+/// resume checkpoints, `<experiment_dir>/export/<iteration>/` for exports.
+struct experiment_layout {
+  static constexpr char const* checkpoints_folder = "checkpoints";
+  static constexpr char const* exports_folder = "export";
+
+  std::filesystem::path dir;
+
+  [[nodiscard]] std::filesystem::path checkpoints() const { return dir / checkpoints_folder; }
+  [[nodiscard]] std::filesystem::path exports() const { return dir / exports_folder; }
+};
+
 class save_directory {
 public:
   explicit save_directory(std::filesystem::path root) : root_(std::move(root)) {}
@@ -157,6 +169,17 @@ public:
     io::remove_tree(dir);
   }
 
+  /// The iteration a directory named `name` holds, when `name` is one (decimal digits, no sign,
+  /// no leading zero).
+  [[nodiscard]] static std::optional<std::int64_t> iteration_of(std::string_view name) {
+    std::int64_t iteration = 0;
+    auto [end, status] = std::from_chars(name.data(), name.data() + name.size(), iteration);
+    if (status != std::errc() || end != name.data() + name.size() || name.empty() || iteration < 0 ||
+        std::to_string(iteration) != name)
+      return std::nullopt;
+    return iteration;
+  }
+
 private:
   /// Subdirectories named `<prefix><iteration>`.
   [[nodiscard]] std::vector<std::pair<std::int64_t, std::filesystem::path>> numbered(std::string_view prefix) const {
@@ -166,17 +189,35 @@ private:
     for (auto const& entry : std::filesystem::directory_iterator(root_, ec)) {
       auto name = entry.path().filename().string();
       if (!entry.is_directory() || !name.starts_with(prefix)) continue;
-      std::string_view digits = std::string_view(name).substr(prefix.size());
-      std::int64_t iteration = 0;
-      auto [end, status] = std::from_chars(digits.data(), digits.data() + digits.size(), iteration);
-      if (status == std::errc() && end == digits.data() + digits.size() && !digits.empty() && iteration >= 0 &&
-          std::to_string(iteration) == digits)
-        out.emplace_back(iteration, entry.path());
+      if (auto iteration = iteration_of(std::string_view(name).substr(prefix.size())))
+        out.emplace_back(*iteration, entry.path());
     }
     return out;
   }
 
   std::filesystem::path root_;
 };
+
+/// Whether a directory is one save of an experiment's directory of saves, and when it is, why
+/// it is not complete and sound (nothing when it is).
+struct save_completeness {
+  bool is_save = false;
+  std::optional<std::string> problem;
+};
+
+/// The completeness of `path` as a save: a directory named by an iteration under an
+/// experiment's `checkpoints/` or `export/`, or any directory holding a completion marker.
+inline save_completeness save_status(std::filesystem::path const& path) {
+  auto dir = path.lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();
+  auto iteration = save_directory::iteration_of(dir.filename().string());
+  auto parent = dir.parent_path().filename().string();
+  bool in_saves = parent == experiment_layout::checkpoints_folder || parent == experiment_layout::exports_folder;
+  if (!std::filesystem::exists(dir / completion_marker) && !(iteration && in_saves)) return {};
+  if (!iteration) return {true, dir.string() + ": a completion marker outside a directory of saves"};
+  auto problem = save_directory(dir.parent_path()).problem(*iteration);
+  if (problem && problem->find('/') == std::string::npos) *problem = dir.string() + ": " + *problem;
+  return {true, problem};
+}
 
 } // namespace cairn

@@ -8,9 +8,10 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/detail/gather.hpp>
-#include <cairn/checkpoint/detail/transfer.hpp>
+#include <cairn/checkpoint/detail/loader.hpp>
+#include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/state.hpp>
-#include <cairn/comm/strings.hpp>
+#include <cairn/comm/collectives.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/io/index.hpp>
 #include <cairn/io/safetensors.hpp>
@@ -218,18 +219,10 @@ template <class Model, class Comm> void save(model_state const& state, Comm& com
   comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
     if (comm.rank() == 0) {
       io::make_directories(config.path);
-      std::vector<std::size_t> file_of;
-      std::size_t files = 1;
-      std::uint64_t in_file = 0;
-      for (auto const& t : tensors) {
-        auto n = static_cast<std::uint64_t>(t.numel());
-        if (in_file > 0 && in_file + n > config.parameters_per_file) {
-          ++files;
-          in_file = 0;
-        }
-        file_of.push_back(files - 1);
-        in_file += n;
-      }
+      std::vector<std::uint64_t> sizes;
+      for (auto const& t : tensors) sizes.push_back(static_cast<std::uint64_t>(t.numel()));
+      auto file_of = cairn::detail::pack_files(sizes, config.parameters_per_file);
+      std::size_t files = file_of.empty() ? 1 : file_of.back() + 1;
       io::safetensors_index index;
       std::uint64_t total = 0;
       for (std::size_t f = 0; f < files; ++f) {
@@ -280,16 +273,18 @@ template <class Model, class Comm> void load(model_state& state, Comm& comm, con
                                              Model const& model, checkpoint_load_config const& config,
                                              verification verify = verification::checksums) {
   state.check();
-  cairn::detail::load_report report;
+  auto weights_only = config;
+  weights_only.model_weights = true;
+  weights_only.optimizer_state = false;
+  cairn::detail::loader loader(state, weights_only, {state.shard_names.at(0)}, verify);
   std::map<std::string, std::string> file_of;
   auto index_path = config.path / "model.safetensors.index.json";
   if (std::filesystem::exists(index_path)) {
     file_of = io::read_index(index_path).weight_map;
   } else {
-    io::safetensors_file single(config.path / "model.safetensors");
-    for (auto const& t : single.tensors()) file_of[t.name] = "model.safetensors";
+    for (auto const& t : loader.file(config.path / "model.safetensors").tensors())
+      file_of[t.name] = "model.safetensors";
   }
-  std::map<std::string, std::unique_ptr<io::safetensors_file>> files;
   std::set<std::string> used, loaded;
   for (auto const& rule : conv.weights(model)) {
     bool wanted = std::any_of(rule.ours.begin(), rule.ours.end(), [&](auto const& n) { return state.find(n); });
@@ -299,19 +294,18 @@ template <class Model, class Comm> void load(model_state& state, Comm& comm, con
       for (auto const& name : rule.theirs) {
         auto entry = file_of.find(name);
         if (entry == file_of.end()) throw error("tensor '" + name + "' is not in the checkpoint");
-        auto& slot = files[entry->second];
-        if (!slot) slot = std::make_unique<io::safetensors_file>(config.path / entry->second);
-        auto const& info = slot->at(name);
-        if (verify == verification::checksums && slot->metadata().contains(io::checksum_key(name))) slot->verify(info);
+        auto& file = loader.file(config.path / entry->second);
+        auto const& info = file.at(name);
+        if (verify == verification::checksums && file.metadata().contains(io::checksum_key(name))) file.verify(info);
         std::vector<std::int64_t> shape(info.shape.begin(), info.shape.end());
         auto t = at::empty(shape, at::TensorOptions().dtype(to_scalar_type(info.dtype)));
-        auto bytes = slot->bytes(info);
+        auto bytes = file.bytes(info);
         std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
         theirs.push_back(t);
         used.insert(name);
       }
     } catch (error const& e) {
-      report.add(rule.ours.front(), e.what());
+      loader.problem(rule.ours.front(), e.what());
       continue;
     }
     auto ours = rule.to_ours(theirs);
@@ -322,25 +316,23 @@ template <class Model, class Comm> void load(model_state& state, Comm& comm, con
       auto whole = ours[i].contiguous();
       std::vector<std::uint64_t> shape(whole.sizes().begin(), whole.sizes().end());
       if (shape != p->layout.shape) {
-        report.add(rule.ours[i], "has another shape in the checkpoint");
+        loader.problem(rule.ours[i], "has another shape in the checkpoint");
         continue;
       }
       std::vector<cairn::detail::load_source> sources{{tensor_bytes(static_cast<at::Tensor const&>(whole)),
                                                        to_dtype(whole.scalar_type()),
                                                        shard_layout::whole(p->layout.shape)}};
-      auto staging = cairn::detail::staging_for(p->shards[0]);
-      cairn::detail::load_shard(p->layout, staging, sources, rule.ours[i], report);
-      cairn::detail::finish_staging(p->shards[0], staging);
+      loader.load(*p, 0, sources, rule.ours[i]);
     }
   }
   for (auto& p : state.parameters) {
-    if (!loaded.contains(p.layout.name)) report.add(p.layout.name, "missing from the checkpoint");
-    for (std::size_t i = 1; i < p.shards.size(); ++i) p.shards[i].zero_();
+    if (!loaded.contains(p.layout.name)) loader.missing(p.layout.name);
+    loader.finish(p);
   }
   for (auto const& [name, file] : file_of)
     if (!used.contains(name))
-      report.add(name, "in the checkpoint but not mapped by the " + conv.model_type + " converter");
-  report.agree(comm, "cannot load checkpoint " + config.path.string());
+      loader.problem(name, "in the checkpoint but not mapped by the " + conv.model_type + " converter");
+  loader.agree(comm);
 }
 
 } // namespace cairn::external

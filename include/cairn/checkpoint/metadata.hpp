@@ -12,6 +12,7 @@
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -75,6 +76,18 @@ inline checkpoint_metadata parse_checkpoint_metadata(boost::json::value document
     for (auto const& d : e.errors()) errors.push_back({source + ": " + d.path, d.message});
     throw config_error(std::move(errors));
   }
+}
+
+/// The metadata stored with a save at `iteration`: the caller's object with "iteration" added
+/// (anything else than an object is kept under "user").
+inline boost::json::value with_iteration(boost::json::value const& metadata, std::int64_t iteration) {
+  boost::json::object out;
+  if (metadata.is_object())
+    out = metadata.get_object();
+  else if (!metadata.is_null())
+    out["user"] = metadata;
+  out["iteration"] = iteration;
+  return out;
 }
 
 inline checkpoint_metadata read_checkpoint_metadata(std::filesystem::path const& file) {

@@ -1,8 +1,8 @@
 #pragma once
 
-#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/detail/json_fwd.hpp>
 #include <cairn/config/detail/show.hpp>
+#include <cairn/detail/decl.hpp>
 
 #include <array>
 #include <concepts>

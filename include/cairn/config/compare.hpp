@@ -1,9 +1,9 @@
 #pragma once
 
-#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/detail/pretty.hpp>
-#include <cairn/config/diagnostics.hpp>
 #include <cairn/config/reflect.hpp>
+#include <cairn/detail/decl.hpp>
+#include <cairn/diagnostics.hpp>
 
 #include <string>
 #include <string_view>

@@ -1,8 +1,8 @@
 #pragma once
 
-#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/detail/pretty.hpp>
 #include <cairn/config/reflect.hpp>
+#include <cairn/detail/decl.hpp>
 
 #include <string>
 #include <string_view>

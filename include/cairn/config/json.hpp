@@ -1,16 +1,23 @@
 #pragma once
 
-#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/detail/pretty.hpp>
 #include <cairn/config/override.hpp>
 #include <cairn/config/reflect.hpp>
 #include <cairn/config/validate.hpp>
+#include <cairn/detail/decl.hpp>
 
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace cairn {
+
+/// JSON text for people, ending with a newline: two spaces per level, numbers in their shortest
+/// form (`0.1`, not `1E-1`).
+inline std::string to_pretty_json(boost::json::value const& v) { return detail::pretty(v); }
+
+/// JSON text on one line, numbers in their shortest form.
+inline std::string to_compact_json(boost::json::value const& v) { return detail::compact(v); }
 
 /// Which fields `to_json` writes.
 enum class output {

@@ -1,10 +1,10 @@
 #pragma once
 
-#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/detail/json_fwd.hpp>
 #include <cairn/config/detail/show.hpp>
-#include <cairn/config/diagnostics.hpp>
 #include <cairn/config/read_context.hpp>
+#include <cairn/detail/decl.hpp>
+#include <cairn/diagnostics.hpp>
 
 #include <functional>
 #include <string>

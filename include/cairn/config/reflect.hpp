@@ -1,11 +1,11 @@
 #pragma once
 
-#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/detail/type_name.hpp>
 #include <cairn/config/field.hpp>
 #include <cairn/config/legacy.hpp>
 #include <cairn/config/validation.hpp>
 #include <cairn/config/value.hpp>
+#include <cairn/detail/decl.hpp>
 
 #include <boost/describe/bases.hpp>
 #include <boost/describe/members.hpp>

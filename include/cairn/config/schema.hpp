@@ -1,7 +1,7 @@
 #pragma once
 
-#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/reflect.hpp>
+#include <cairn/detail/decl.hpp>
 
 namespace cairn {
 

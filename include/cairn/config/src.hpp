@@ -2,12 +2,11 @@
 
 /// The definitions of cairn's ordinary functions, for a program built with
 /// CAIRN_SEPARATE_COMPILATION: include this header in exactly one of its translation units
-/// (see <cairn/config/detail/decl.hpp>). In a header-only build it adds nothing.
+/// (see <cairn/detail/decl.hpp>). In a header-only build it adds nothing.
 
 #include <cairn/config.hpp>
 #include <cairn/config/impl/check.ipp>
 #include <cairn/config/impl/compare.ipp>
-#include <cairn/config/impl/diagnostics.ipp>
 #include <cairn/config/impl/docs.ipp>
 #include <cairn/config/impl/json.ipp>
 #include <cairn/config/impl/legacy.ipp>
@@ -18,3 +17,4 @@
 #include <cairn/config/impl/show.ipp>
 #include <cairn/config/impl/validate.ipp>
 #include <cairn/config/impl/value.ipp>
+#include <cairn/impl/diagnostics.ipp>

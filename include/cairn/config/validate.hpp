@@ -1,8 +1,8 @@
 #pragma once
 
-#include <cairn/config/detail/decl.hpp>
-#include <cairn/config/diagnostics.hpp>
 #include <cairn/config/reflect.hpp>
+#include <cairn/detail/decl.hpp>
+#include <cairn/diagnostics.hpp>
 
 #include <string>
 #include <utility>

@@ -1,9 +1,9 @@
 #pragma once
 
-#include <cairn/config/detail/decl.hpp>
 #include <cairn/config/detail/json_fwd.hpp>
 #include <cairn/config/detail/type_name.hpp>
 #include <cairn/config/read_context.hpp>
+#include <cairn/detail/decl.hpp>
 
 #include <boost/describe/enum.hpp>
 #include <boost/describe/enumerators.hpp>

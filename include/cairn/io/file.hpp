@@ -28,6 +28,21 @@ inline std::atomic<fault_hook>& fault_injection() noexcept {
   return hook;
 }
 
+/// Installs a fault hook for its lifetime, then restores the one before it, so that a test that
+/// fails midway never leaves its hook to the tests after it.
+///
+///     { cairn::io::scoped_fault_injection fail(fail_third_write); save(...); }
+class scoped_fault_injection {
+public:
+  explicit scoped_fault_injection(fault_hook hook) noexcept : previous_(fault_injection().exchange(hook)) {}
+  scoped_fault_injection(scoped_fault_injection const&) = delete;
+  scoped_fault_injection& operator=(scoped_fault_injection const&) = delete;
+  ~scoped_fault_injection() { fault_injection().store(previous_); }
+
+private:
+  fault_hook previous_;
+};
+
 namespace detail {
 inline void fault_point(char const* operation, std::filesystem::path const& path) {
   if (auto hook = fault_injection().load(std::memory_order_relaxed)) hook(operation, path);

@@ -29,7 +29,12 @@ namespace cairn::io {
 inline constexpr std::uint64_t max_header_size = 100u << 20;
 
 /// The `__metadata__` key under which a tensor's XXH3 checksum is stored.
-inline std::string checksum_key(std::string_view tensor) { return "cairn.xxh3:" + std::string(tensor); }
+inline constexpr std::string_view checksum_key_prefix = "cairn.xxh3:";
+inline std::string checksum_key(std::string_view tensor) {
+  return std::string(checksum_key_prefix) + std::string(tensor);
+}
+/// Whether a `__metadata__` key is one of the checksums cairn records.
+inline bool is_checksum_key(std::string_view key) noexcept { return key.starts_with(checksum_key_prefix); }
 
 /// One tensor of a safetensors file.
 struct tensor_info {

@@ -3,14 +3,17 @@
 #include <cairn/config/field.hpp>
 #include <cairn/config/read_context.hpp>
 #include <cairn/config/value.hpp>
+#include <cairn/detail/spawn.hpp>
+#include <cairn/diagnostics.hpp>
 #include <cairn/error.hpp>
-#include <cairn/training/detail/spawn.hpp>
 
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <optional>
 #include <string>
@@ -160,6 +163,48 @@ struct callback_config {
   }
 };
 BOOST_DESCRIBE_STRUCT(callback_config, (), (script, environment))
+
+/// The callbacks started after saves, each reported (as a warning) when it fails: they run
+/// while training goes on and are collected as they end.
+class running_callbacks {
+public:
+  /// Starts `callback` for the save at `path` with the CAIRN_CHECKPOINT_* variables set; a
+  /// callback that cannot start is a warning, not an error (the save is complete).
+  void start(callback_config const& callback, std::string const& path, std::int64_t iteration, char const* kind) {
+    try {
+      running_.push_back({path, callback.run({{"CAIRN_CHECKPOINT_PATH", path},
+                                              {"CAIRN_CHECKPOINT_ITERATION", std::to_string(iteration)},
+                                              {"CAIRN_CHECKPOINT_KIND", kind}})});
+    } catch (std::exception const& e) {
+      emit(severity::warning, {path, e.what()});
+    }
+  }
+
+  /// Collects those that have ended.
+  void reap() {
+    std::erase_if(running_, [](running& c) {
+      auto status = c.process.try_wait();
+      if (status) check(c.path, *status);
+      return status.has_value();
+    });
+  }
+
+  /// Waits for every one still running.
+  void wait_all() {
+    for (auto& c : running_) check(c.path, c.process.wait());
+    running_.clear();
+  }
+
+private:
+  struct running {
+    std::string path;
+    child_process process;
+  };
+  static void check(std::string const& path, int status) {
+    if (status != 0) emit(severity::warning, {path, "callback exited with status " + std::to_string(status)});
+  }
+  std::vector<running> running_;
+};
 
 constexpr auto cairn_fields(callback_config const*) {
   return fields(field(&callback_config::script,

@@ -3,11 +3,11 @@
 
 // Assembling a whole parameter from the ranks' shards, for the formats that store whole tensors.
 
-#include <cairn/checkpoint/detail/files.hpp>
+#include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/tensor.hpp>
-#include <cairn/comm/strings.hpp>
+#include <cairn/comm/collectives.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/error.hpp>
 

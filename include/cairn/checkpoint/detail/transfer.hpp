@@ -4,11 +4,12 @@
 // What every format's loader shares: copying the runs a saved shard shares with a live one
 // (converting element types), and accounting for every element of every requested shard.
 
-#include <cairn/checkpoint/detail/files.hpp>
+#include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/tensor.hpp>
-#include <cairn/comm/communicator.hpp>
+#include <cairn/checkpoint/verify.hpp>
+#include <cairn/comm/collectives.hpp>
 #include <cairn/error.hpp>
 #include <cairn/io/checksum.hpp>
 #include <cairn/io/convert.hpp>
@@ -16,7 +17,6 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/full.h>
 
 #include <algorithm>
 #include <cmath>
@@ -29,28 +29,6 @@
 #include <vector>
 
 namespace cairn {
-
-/// A checkpoint that cannot be saved or loaded as asked: every problem, each naming the file or
-/// parameter, reported together.
-class checkpoint_error : public error {
-public:
-  checkpoint_error(std::string const& what, std::vector<diagnostic> problems)
-      : error(format(what, problems)), problems_(std::move(problems)) {}
-  [[nodiscard]] std::vector<diagnostic> const& problems() const noexcept { return problems_; }
-
-private:
-  static std::string format(std::string const& what, std::vector<diagnostic> const& problems) {
-    std::string text =
-        what + ": " + std::to_string(problems.size()) + (problems.size() == 1 ? " problem" : " problems");
-    for (auto const& p : problems) text += "\n  " + p.to_string();
-    return text;
-  }
-  std::vector<diagnostic> problems_;
-};
-
-/// Whether a load checks the checksums the files record (a pass of hashing over every byte
-/// read, about a third of a load's time when the files are cached in memory).
-enum class verification { checksums, none };
 
 namespace detail {
 
@@ -84,16 +62,24 @@ public:
   void add(std::string path, std::string message) { problems_.push_back({std::move(path), std::move(message)}); }
   [[nodiscard]] bool empty() const noexcept { return problems_.empty(); }
 
-  /// Throws on every rank when any rank found a problem.
+  /// Throws on every rank when any rank found a problem, listing every rank's problems (those
+  /// of other ranks prefixed with their rank).
   template <class Comm> void agree(Comm& comm, std::string const& what) {
-    auto count = at::full({1}, static_cast<std::int64_t>(problems_.size()),
-                          at::TensorOptions().dtype(at::kLong).device(comm.device()));
-    comm.all_reduce(count, comm::reduce_op::sum);
-    auto total = count.to(c10::Device(c10::kCPU)).template item<std::int64_t>();
-    if (total == 0) return;
-    auto problems = problems_;
-    if (problems.empty())
-      problems.push_back({"", std::to_string(total) + " problems on other ranks (see their errors)"});
+    if (comm::sum(comm, static_cast<std::int64_t>(problems_.size())) == 0) return;
+    std::string mine;
+    for (auto const& p : problems_) mine += p.path + '\0' + p.message + '\0';
+    auto all = comm::all_gather_strings(comm, mine);
+    std::vector<diagnostic> problems = problems_;
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      if (static_cast<int>(r) == comm.rank()) continue;
+      for (std::size_t at = 0; at < all[r].size();) {
+        auto path_end = all[r].find('\0', at);
+        auto message_end = all[r].find('\0', path_end + 1);
+        problems.push_back({"rank " + std::to_string(r) + ": " + all[r].substr(at, path_end - at),
+                            all[r].substr(path_end + 1, message_end - path_end - 1)});
+        at = message_end + 1;
+      }
+    }
     throw checkpoint_error(what, std::move(problems));
   }
 

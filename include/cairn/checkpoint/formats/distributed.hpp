@@ -6,12 +6,12 @@
 // rank's own file; any other layout copies exactly the overlaps out of the saved files.
 
 #include <cairn/checkpoint/config.hpp>
-#include <cairn/checkpoint/detail/files.hpp>
 #include <cairn/checkpoint/detail/gather.hpp>
-#include <cairn/checkpoint/detail/transfer.hpp>
+#include <cairn/checkpoint/detail/loader.hpp>
+#include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/state.hpp>
-#include <cairn/comm/strings.hpp>
+#include <cairn/comm/collectives.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/io/safetensors.hpp>
 #include <cairn/io/safetensors_writer.hpp>
@@ -19,8 +19,6 @@
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
-#include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,7 +69,7 @@ struct distributed {
       for (auto i : shards) {
         auto cpu = p.shards[i].to(c10::Device(c10::kCPU)).contiguous();
         keep_alive.push_back(cpu);
-        writer.add(detail::tensor_name(p.layout.name, state.shard_names[i]), p.layout.dtype, {p.layout.shard.numel()},
+        writer.add(cairn::tensor_name(p.layout.name, state.shard_names[i]), p.layout.dtype, {p.layout.shard.numel()},
                    tensor_bytes(cpu), detail::stored_type(p.layout.dtype, config.data_type));
       }
     }
@@ -83,96 +81,47 @@ struct distributed {
                                                         checkpoint_load_config const& config, verification verify) {
     state.check();
     auto metadata = read_checkpoint_metadata(metadata_file(config.path));
-    detail::load_report report;
-    auto shards = requested(state, metadata, config, report);
+    detail::loader loader(state, config, metadata.shard_names, verify);
+    // With the saving layout on every rank, each rank reads nothing but its own file.
     bool same_layout = static_cast<int>(metadata.ranks.size()) == comm.size() &&
                        metadata.ranks[static_cast<std::size_t>(comm.rank())] == state.layout();
-    auto agreed = at::full({1}, same_layout ? 0 : 1, at::TensorOptions().dtype(at::kInt).device(comm.device()));
-    comm.all_reduce(agreed, comm::reduce_op::max);
-    bool fast = agreed.to(c10::Device(c10::kCPU)).template item<int>() == 0;
-
-    std::map<int, std::unique_ptr<io::safetensors_file>> files;
-    auto file = [&](int rank) -> io::safetensors_file& {
-      auto& slot = files[rank];
-      if (!slot) slot = std::make_unique<io::safetensors_file>(rank_file(config.path, rank));
-      return *slot;
-    };
+    bool fast = comm::all_of(comm, same_layout);
     for (auto& p : state.parameters) {
       bool found = false;
       for (auto const& r : metadata.ranks) found = found || r.find(p.layout.name);
       if (!found) {
-        report.add(p.layout.name, "missing from the checkpoint");
+        loader.missing(p.layout.name);
         continue;
       }
-      for (auto [live_index, saved_name] : shards) {
-        auto path = detail::tensor_name(p.layout.name, saved_name);
+      for (auto const& [live_index, saved_name] : loader.shards()) {
+        auto path = tensor_name(p.layout.name, saved_name);
         std::vector<detail::load_source> sources;
         bool mismatch = false;
         for (int r = 0; r < static_cast<int>(metadata.ranks.size()) && !mismatch; ++r) {
           auto const* saved = metadata.ranks[static_cast<std::size_t>(r)].find(p.layout.name);
-          // Replicated parameters are in rank 0's file only; with the saving layout, each rank
-          // reads nothing but its own file.
+          // Replicated parameters are in rank 0's file only.
           if (!saved || (saved->replicated ? r != 0 : fast && r != comm.rank())) continue;
           if (saved->shape != p.layout.shape) {
-            report.add(path, "has shape " + detail::shape_text(saved->shape) + " in the checkpoint, " +
-                                 detail::shape_text(p.layout.shape) + " here");
+            loader.problem(path, "has shape " + shape_text(saved->shape) + " in the checkpoint, " +
+                                     shape_text(p.layout.shape) + " here");
             mismatch = true;
             break;
           }
           try {
-            auto& f = file(r);
-            sources.push_back(detail::source_from(f, f.at(path), saved->shard, verify));
+            sources.push_back(loader.source(loader.file(rank_file(config.path, r)), path, saved->shard));
           } catch (error const& e) {
-            report.add(path, e.what());
+            loader.problem(path, e.what());
             mismatch = true;
           }
         }
-        if (mismatch) continue;
-        auto& live = p.shards[live_index];
-        auto staging = detail::staging_for(live);
-        detail::load_shard(p.layout, staging, sources, path, report);
-        detail::finish_staging(live, staging);
+        if (!mismatch) loader.load(p, live_index, sources, path);
       }
-      zero_unloaded(state, p, shards);
+      loader.finish(p);
     }
     for (auto const& r : metadata.ranks)
-      for (auto const& saved : r.parameters)
-        if (!state.find(saved.name)) report.add(saved.name, "in the checkpoint but not in the model");
-    report.agree(comm, "cannot load checkpoint " + config.path.string());
+      for (auto const& saved : r.parameters) loader.saved(saved.name);
+    loader.agree(comm);
     return metadata;
-  }
-
-  // --- shared with the other formats ----------------------------------------------------------
-
-  /// The live shards to load, with the names they have in the checkpoint.
-  static std::vector<std::pair<std::size_t, std::string>> requested(model_state const& state,
-                                                                    checkpoint_metadata const& metadata,
-                                                                    checkpoint_load_config const& config,
-                                                                    detail::load_report& report) {
-    std::vector<std::pair<std::size_t, std::string>> out;
-    for (auto i : detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state)) {
-      auto const& name = state.shard_names[i];
-      if (std::find(metadata.shard_names.begin(), metadata.shard_names.end(), name) == metadata.shard_names.end())
-        report.add(name, "state shard not in the checkpoint (it holds " + join(metadata.shard_names) + ")");
-      else
-        out.emplace_back(i, name);
-    }
-    return out;
-  }
-
-  /// Optimizer state not loaded is zeroed, so that training restarts it cleanly.
-  static void zero_unloaded(model_state& state, parameter_state& p,
-                            std::vector<std::pair<std::size_t, std::string>> const& loaded) {
-    for (std::size_t i = 1; i < state.shard_names.size(); ++i) {
-      bool was_loaded = std::any_of(loaded.begin(), loaded.end(), [&](auto const& l) { return l.first == i; });
-      if (!was_loaded) p.shards[i].zero_();
-    }
-  }
-
-  static std::string join(std::vector<std::string> const& names) {
-    std::string text;
-    for (auto const& n : names) text += (text.empty() ? "" : ", ") + n;
-    return text.empty() ? "nothing" : text;
   }
 };
 

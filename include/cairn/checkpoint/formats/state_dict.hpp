@@ -7,8 +7,12 @@
 // spread over the ranks (file i by rank i mod world size). Loads into any layout.
 
 #include <cairn/checkpoint/detail/gather.hpp>
-#include <cairn/checkpoint/formats/distributed.hpp>
+#include <cairn/checkpoint/detail/loader.hpp>
+#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/metadata.hpp>
+#include <cairn/comm/collectives.hpp>
 #include <cairn/io/index.hpp>
+#include <cairn/io/safetensors_writer.hpp>
 
 #include <ATen/ops/empty.h>
 
@@ -52,7 +56,7 @@ struct state_dict {
     for (auto const& [name, p] : parameters) {
       auto writer_rank = static_cast<int>(file_of[name] % static_cast<std::size_t>(comm.size()));
       for (auto i : shards) {
-        auto tensor = detail::tensor_name(name, state.shard_names[i]);
+        auto tensor = cairn::tensor_name(name, state.shard_names[i]);
         weight_map[tensor] = file_name(file_of[name]);
         auto whole = detail::gather_whole(state, comm, ranks, p, i, writer_rank);
         if (!whole) continue;
@@ -89,46 +93,38 @@ struct state_dict {
     auto index_path = state_dict_index(config.path);
     auto index = io::read_index(index_path);
     auto metadata = parse_checkpoint_metadata(index.metadata, index_path.string());
-    detail::load_report report;
-    auto shards = distributed::requested(state, metadata, config, report);
-    std::map<std::string, std::unique_ptr<io::safetensors_file>> files;
+    detail::loader loader(state, config, metadata.shard_names, verify);
     for (auto& p : state.parameters) {
       auto saved = std::find_if(metadata.parameters.begin(), metadata.parameters.end(),
                                 [&](parameter_layout const& s) { return s.name == p.layout.name; });
       if (saved == metadata.parameters.end()) {
-        report.add(p.layout.name, "missing from the checkpoint");
+        loader.missing(p.layout.name);
         continue;
       }
       if (saved->shape != p.layout.shape) {
-        report.add(p.layout.name, "has shape " + detail::shape_text(saved->shape) + " in the checkpoint, " +
-                                      detail::shape_text(p.layout.shape) + " here");
+        loader.problem(p.layout.name, "has shape " + shape_text(saved->shape) + " in the checkpoint, " +
+                                          shape_text(p.layout.shape) + " here");
         continue;
       }
-      for (auto [live_index, saved_name] : shards) {
-        auto path = detail::tensor_name(p.layout.name, saved_name);
+      for (auto const& [live_index, saved_name] : loader.shards()) {
+        auto path = tensor_name(p.layout.name, saved_name);
         std::vector<detail::load_source> sources;
         try {
           auto entry = index.weight_map.find(path);
           if (entry == index.weight_map.end()) throw error("not in " + index_path.filename().string());
-          auto& slot = files[entry->second];
-          if (!slot) slot = std::make_unique<io::safetensors_file>(config.path / entry->second);
-          auto const& tensor = slot->at(path);
-          if (tensor.shape != p.layout.shape) throw error("its file holds another shape");
-          sources.push_back(detail::source_from(*slot, tensor, shard_layout::whole(p.layout.shape), verify));
+          auto& file = loader.file(config.path / entry->second);
+          if (file.at(path).shape != p.layout.shape) throw error("its file holds another shape");
+          sources.push_back(loader.source(file, path, shard_layout::whole(p.layout.shape)));
         } catch (error const& e) {
-          report.add(path, e.what());
+          loader.problem(path, e.what());
           continue;
         }
-        auto& live = p.shards[live_index];
-        auto staging = detail::staging_for(live);
-        detail::load_shard(p.layout, staging, sources, path, report);
-        detail::finish_staging(live, staging);
+        loader.load(p, live_index, sources, path);
       }
-      distributed::zero_unloaded(state, p, shards);
+      loader.finish(p);
     }
-    for (auto const& saved : metadata.parameters)
-      if (!state.find(saved.name)) report.add(saved.name, "in the checkpoint but not in the model");
-    report.agree(comm, "cannot load checkpoint " + config.path.string());
+    for (auto const& saved : metadata.parameters) loader.saved(saved.name);
+    loader.agree(comm);
     return metadata;
   }
 };

@@ -1,6 +1,6 @@
 #pragma once
 
-#include <cairn/config/detail/decl.hpp>
+#include <cairn/detail/decl.hpp>
 
 #include <string>
 #include <string_view>

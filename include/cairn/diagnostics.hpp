@@ -1,6 +1,6 @@
 #pragma once
 
-#include <cairn/config/detail/decl.hpp>
+#include <cairn/detail/decl.hpp>
 #include <cairn/error.hpp>
 
 #include <functional>
@@ -46,5 +46,5 @@ private:
 } // namespace cairn
 
 #ifndef CAIRN_SEPARATE_COMPILATION
-#include <cairn/config/impl/diagnostics.ipp>
+#include <cairn/impl/diagnostics.ipp>
 #endif

@@ -1,11 +1,12 @@
 #pragma once
 
-// `cairn convert input.path=… input.format=… output.path=… output.format=… [output.data_type=…]`:
-// distributed <-> state_dict without the model's code, from the checkpoint's own metadata.
+// Converting a checkpoint between cairn's own formats (distributed <-> state_dict) without the
+// model's code, from the checkpoint's own metadata: what `cairn convert` does. No libtorch.
 
 #include <cairn/checkpoint/config.hpp>
-#include <cairn/checkpoint/detail/files.hpp>
+#include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/metadata.hpp>
+#include <cairn/checkpoint/verify.hpp>
 #include <cairn/config/docs.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/io/safetensors.hpp>
@@ -20,8 +21,9 @@
 #include <string>
 #include <vector>
 
-namespace cairn::tool {
+namespace cairn {
 
+/// What `cairn convert` takes: the checkpoint to read and how to write it.
 struct convert_config {
   checkpoint_load_metadata_config input;
   checkpoint_save_config output;
@@ -67,9 +69,9 @@ public:
 
   /// The whole tensor `name`/`shard`, checksums verified, in its saved dtype.
   [[nodiscard]] std::vector<std::byte> read(parameter_layout const& p, std::string const& shard) {
-    auto tensor = detail::tensor_name(p.name, shard);
+    auto tensor = cairn::tensor_name(p.name, shard);
     auto size = io::size_of(p.dtype);
-    std::vector<std::byte> whole(detail::whole_numel(p) * size);
+    std::vector<std::byte> whole(cairn::whole_numel(p) * size);
     std::uint64_t written = 0;
     auto copy_from = [&](io::safetensors_file const& file, shard_layout const& saved) {
       auto const& t = file.at(tensor);
@@ -93,9 +95,9 @@ public:
       if (entry == index_.weight_map.end()) throw error("'" + tensor + "' is not in the index");
       copy_from(file(input_.path / entry->second), shard_layout::whole(p.shape));
     }
-    if (written != detail::whole_numel(p))
+    if (written != cairn::whole_numel(p))
       throw error("'" + tensor + "': the checkpoint holds " + std::to_string(written) + " of its " +
-                  std::to_string(detail::whole_numel(p)) + " elements");
+                  std::to_string(cairn::whole_numel(p)) + " elements");
     return whole;
   }
 
@@ -113,8 +115,9 @@ private:
   std::map<std::string, std::unique_ptr<io::safetensors_file>> files_;
 };
 
-/// Converts; returns a one-line summary.
-inline std::string convert(convert_config const& config) {
+/// Converts the checkpoint `config.input` names into `config.output`, checksums verified;
+/// returns a one-line summary.
+inline std::string convert_checkpoint(convert_config const& config) {
   checkpoint_reader reader(config.input);
   auto const& in = reader.metadata();
   checkpoint_metadata out;
@@ -131,7 +134,7 @@ inline std::string convert(convert_config const& config) {
   auto add_all = [&](io::safetensors_writer& writer, parameter_layout const& p, std::vector<std::uint64_t> shape) {
     for (auto const& shard : out.shard_names) {
       buffers.push_back(reader.read(p, shard));
-      writer.add(detail::tensor_name(p.name, shard), p.dtype, shape, buffers.back(),
+      writer.add(cairn::tensor_name(p.name, shard), p.dtype, shape, buffers.back(),
                  detail::stored_type(p.dtype, config.output.data_type));
     }
   };
@@ -147,7 +150,7 @@ inline std::string convert(convert_config const& config) {
     writer.set_metadata("rank", "0");
     rank_layout layout;
     for (auto const& [name, p] : reader.parameters()) {
-      add_all(writer, p, {detail::whole_numel(p)});
+      add_all(writer, p, {cairn::whole_numel(p)});
       layout.parameters.push_back(stored(p));
       tensors += out.shard_names.size();
     }
@@ -165,7 +168,7 @@ inline std::string convert(convert_config const& config) {
       for (auto const* p : params) {
         add_all(writer, *p, p->shape);
         for (auto const& shard : out.shard_names)
-          weight_map[detail::tensor_name(p->name, shard)] = formats::state_dict_file(file);
+          weight_map[cairn::tensor_name(p->name, shard)] = formats::state_dict_file(file);
         out.parameters.push_back(stored(*p));
         tensors += out.shard_names.size();
       }
@@ -181,4 +184,4 @@ inline std::string convert(convert_config const& config) {
          " parameters to " + config.output.path.string();
 }
 
-} // namespace cairn::tool
+} // namespace cairn

@@ -1,10 +1,11 @@
 #pragma once
 
-// `cairn launch -n N -- PROGRAM ARGS…`: N local processes with the torchrun variables, their
-// output prefixed with their rank, signals forwarded, and all stopped when one fails.
+// Local distributed runs, what `cairn launch -n N -- PROGRAM ARGS…` does: N local processes with
+// the torchrun variables, their output prefixed with their rank, signals forwarded, and all
+// stopped when one fails. No libtorch.
 
+#include <cairn/detail/spawn.hpp>
 #include <cairn/error.hpp>
-#include <cairn/training/detail/spawn.hpp>
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -26,7 +27,7 @@
 #include <unistd.h>
 #include <vector>
 
-namespace cairn::tool {
+namespace cairn::comm {
 
 struct launch_options {
   int processes = 0;
@@ -179,4 +180,4 @@ inline int launch(launch_options const& options) {
   return result;
 }
 
-} // namespace cairn::tool
+} // namespace cairn::comm

@@ -1,11 +1,16 @@
 #pragma once
 // cairn: requires libtorch
 
+// Small collectives over any communicator, for ranks that agree on something: a boolean, a list
+// of integers, strings, how a step went. Values travel as tensors of their own type, never as
+// text.
+
 #include <cairn/comm/communicator.hpp>
 #include <cairn/error.hpp>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 
 #include <cstdint>
 #include <cstring>
@@ -16,7 +21,40 @@
 
 namespace cairn::comm {
 
-/// Every rank's string, in rank order: for agreeing on iterations, paths and small metadata.
+/// Whether `value` is true on every rank. Collective.
+template <communicator C> bool all_of(C& comm, bool value) {
+  auto flag = at::full({1}, value ? 0 : 1, at::TensorOptions().dtype(at::kInt).device(comm.device()));
+  comm.all_reduce(flag, reduce_op::max);
+  return flag.to(c10::Device(c10::kCPU)).template item<int>() == 0;
+}
+
+/// Whether `value` is true on any rank. Collective.
+template <communicator C> bool any_of(C& comm, bool value) { return !all_of(comm, !value); }
+
+/// The sum of every rank's `value`. Collective.
+template <communicator C> std::int64_t sum(C& comm, std::int64_t value) {
+  auto t = at::full({1}, value, at::TensorOptions().dtype(at::kLong).device(comm.device()));
+  comm.all_reduce(t, reduce_op::sum);
+  return t.to(c10::Device(c10::kCPU)).template item<std::int64_t>();
+}
+
+/// `values` of rank `root`, on every rank (the others' argument is ignored). Collective.
+template <communicator C>
+std::vector<std::int64_t> broadcast_integers(C& comm, std::vector<std::int64_t> const& values, int root = 0) {
+  auto size = at::full({1}, comm.rank() == root ? static_cast<std::int64_t>(values.size()) : 0,
+                       at::TensorOptions().dtype(at::kLong).device(comm.device()));
+  comm.broadcast(size, root);
+  auto n = size.to(c10::Device(c10::kCPU)).template item<std::int64_t>();
+  auto data = at::empty({n}, at::TensorOptions().dtype(at::kLong));
+  if (comm.rank() == root && n > 0) std::memcpy(data.data_ptr(), values.data(), values.size() * sizeof(std::int64_t));
+  auto moved = data.to(comm.device());
+  if (n > 0) comm.broadcast(moved, root);
+  auto cpu = moved.to(c10::Device(c10::kCPU)).contiguous();
+  auto const* begin = static_cast<std::int64_t const*>(cpu.data_ptr());
+  return {begin, begin + n};
+}
+
+/// Every rank's string, in rank order: for agreeing on paths, messages and small metadata.
 template <communicator C> std::vector<std::string> all_gather_strings(C& comm, std::string const& text) {
   auto bytes = at::empty({static_cast<std::int64_t>(text.size())}, at::TensorOptions().dtype(at::kByte));
   if (!text.empty()) std::memcpy(bytes.data_ptr(), text.data(), text.size());

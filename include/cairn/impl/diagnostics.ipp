@@ -1,8 +1,8 @@
-// Definitions of <cairn/config/diagnostics.hpp>: inline in a header-only build, compiled once by
+// Definitions of <cairn/diagnostics.hpp>: inline in a header-only build, compiled once by
 // <cairn/config/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
-#include <cairn/config/diagnostics.hpp>
+#include <cairn/diagnostics.hpp>
 
 #include <cstdio>
 #include <mutex>

@@ -1,0 +1,100 @@
+#pragma once
+// cairn: requires libtorch
+
+// The loader core every format shares: the state shards a load asks for, the files it has
+// opened, staging into the live tensors, and the account of every element, agreed by all ranks
+// at the end. A format adds only where each tensor's bytes are found.
+
+#include <cairn/checkpoint/config.hpp>
+#include <cairn/checkpoint/detail/transfer.hpp>
+#include <cairn/checkpoint/state.hpp>
+#include <cairn/io/safetensors.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cairn::detail {
+
+class loader {
+public:
+  /// A load into `state` of what `config` asks for, from a checkpoint holding `saved_shards`.
+  loader(model_state& state, checkpoint_load_config const& config, std::vector<std::string> const& saved_shards,
+         verification verify)
+      : state_(state), path_(config.path), verify_(verify) {
+    state.check();
+    for (auto i : selected_shards(state.shard_names, config.model_weights, config.optimizer_state)) {
+      auto const& name = state.shard_names[i];
+      if (std::find(saved_shards.begin(), saved_shards.end(), name) == saved_shards.end())
+        report_.add(name, "state shard not in the checkpoint (it holds " + join(saved_shards) + ")");
+      else
+        shards_.emplace_back(i, name);
+    }
+  }
+
+  /// The live shards to load (index in the state), with the names they have in the checkpoint.
+  [[nodiscard]] std::vector<std::pair<std::size_t, std::string>> const& shards() const noexcept { return shards_; }
+
+  /// The file at `path`, opened once per load.
+  io::safetensors_file& file(std::filesystem::path const& path) {
+    auto& slot = files_[path.string()];
+    if (!slot) slot = std::make_unique<io::safetensors_file>(path);
+    return *slot;
+  }
+
+  /// Tensor `tensor` of `file`, saved with layout `saved`, with its checksum when verifying.
+  /// Throws cairn::error naming the file when the tensor is not there.
+  [[nodiscard]] load_source source(io::safetensors_file const& file, std::string const& tensor,
+                                   shard_layout saved) const {
+    return source_from(file, file.at(tensor), std::move(saved), verify_);
+  }
+
+  /// Loads shard `live_index` of `p` from `sources`; what does not add up goes to the report
+  /// under `path`.
+  void load(parameter_state& p, std::size_t live_index, std::span<load_source const> sources, std::string const& path) {
+    auto& live = p.shards[live_index];
+    auto staging = staging_for(live);
+    load_shard(p.layout, staging, sources, path, report_);
+    finish_staging(live, staging);
+  }
+
+  /// Ends the load of `p`: optimizer state not loaded is zeroed, so that training restarts it
+  /// cleanly.
+  void finish(parameter_state& p) const {
+    for (std::size_t i = 1; i < state_.shard_names.size(); ++i) {
+      bool loaded = std::any_of(shards_.begin(), shards_.end(), [&](auto const& s) { return s.first == i; });
+      if (!loaded) p.shards[i].zero_();
+    }
+  }
+
+  void problem(std::string path, std::string message) { report_.add(std::move(path), std::move(message)); }
+  void missing(std::string const& parameter) { problem(parameter, "missing from the checkpoint"); }
+  /// A parameter of the checkpoint: a problem when the model has none of that name.
+  void saved(std::string const& parameter) {
+    if (!state_.find(parameter)) problem(parameter, "in the checkpoint but not in the model");
+  }
+
+  /// Throws on every rank when any rank found a problem. Collective.
+  template <class Comm> void agree(Comm& comm) { report_.agree(comm, "cannot load checkpoint " + path_.string()); }
+
+private:
+  static std::string join(std::vector<std::string> const& names) {
+    std::string text;
+    for (auto const& n : names) text += (text.empty() ? "" : ", ") + n;
+    return text.empty() ? "nothing" : text;
+  }
+
+  model_state& state_;
+  std::filesystem::path path_;
+  verification verify_;
+  std::vector<std::pair<std::size_t, std::string>> shards_;
+  std::map<std::string, std::unique_ptr<io::safetensors_file>> files_;
+  load_report report_;
+};
+
+} // namespace cairn::detail

@@ -1,0 +1,143 @@
+#pragma once
+
+// Verifying a checkpoint without the model's code: what `cairn verify` prints and what a
+// program calls before it trusts a directory. No libtorch.
+
+#include <cairn/checkpoint/directory.hpp>
+#include <cairn/checkpoint/files.hpp>
+#include <cairn/io/index.hpp>
+#include <cairn/io/safetensors.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace cairn {
+
+/// Whether a load checks the checksums the files record (a pass of hashing over every byte
+/// read).
+enum class verification { checksums, none };
+
+/// What `verify_checkpoint` found: every problem, each naming its file, and how many
+/// safetensors files it read.
+struct verification_report {
+  std::vector<std::string> problems;
+  std::size_t files = 0;
+
+  [[nodiscard]] bool ok() const noexcept { return problems.empty(); }
+};
+
+/// The `.safetensors` files of `path` (a directory, or one file), sorted.
+inline std::vector<std::filesystem::path> safetensors_files(std::filesystem::path const& path) {
+  if (!std::filesystem::is_directory(path)) return {path};
+  std::vector<std::filesystem::path> files;
+  for (auto const& entry : std::filesystem::directory_iterator(path))
+    if (entry.path().extension() == ".safetensors") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+namespace detail {
+
+/// Every saved rank's file of a distributed checkpoint is there, with every tensor its layout
+/// lists, of the listed size.
+inline void verify_distributed_layout(std::filesystem::path const& path, checkpoint_metadata const& metadata,
+                                      std::vector<std::string>& problems) {
+  for (std::size_t r = 0; r < metadata.ranks.size(); ++r) {
+    auto file_path = formats::rank_file(path, static_cast<int>(r));
+    if (!std::filesystem::exists(file_path)) {
+      problems.push_back(file_path.string() + ": missing (rank " + std::to_string(r) + " of " +
+                         std::to_string(metadata.ranks.size()) + ")");
+      continue;
+    }
+    try {
+      io::safetensors_file file(file_path);
+      for (auto const& p : metadata.ranks[r].parameters) {
+        if (p.replicated && r != 0) continue;
+        for (auto const& shard : metadata.shard_names) {
+          auto const* t = file.find(tensor_name(p.name, shard));
+          if (!t)
+            problems.push_back(file_path.string() + ": tensor '" + tensor_name(p.name, shard) + "' is missing");
+          else if (t->numel() != p.shard.numel())
+            problems.push_back(file_path.string() + ": tensor '" + t->name + "' holds " + std::to_string(t->numel()) +
+                               " elements, its layout " + std::to_string(p.shard.numel()));
+        }
+      }
+    } catch (error const&) {
+      // the file's own problem is reported with the files
+    }
+  }
+}
+
+/// Every entry of every index file in `dir` names a file that is there and holds the tensor.
+inline void verify_indexes(std::filesystem::path const& dir, std::vector<std::string>& problems) {
+  for (auto const& entry : std::filesystem::directory_iterator(dir)) {
+    if (!entry.path().string().ends_with(".safetensors.index.json")) continue;
+    try {
+      auto index = io::read_index(entry.path());
+      for (auto const& [tensor, file_name] : index.weight_map) {
+        auto file_path = dir / file_name;
+        if (!std::filesystem::exists(file_path)) {
+          problems.push_back(entry.path().string() + ": '" + tensor + "' is in " + file_name + ", which is missing");
+          continue;
+        }
+        try {
+          if (!io::safetensors_file(file_path).find(tensor))
+            problems.push_back(entry.path().string() + ": '" + tensor + "' is not in " + file_name);
+        } catch (error const&) {
+          // the file's own problem is reported with the files
+        }
+      }
+    } catch (error const& e) {
+      problems.emplace_back(e.what());
+    }
+  }
+}
+
+} // namespace detail
+
+/// Checks the checkpoint (or `.safetensors` file) at `path` without loading it: every file
+/// parses and carries checksums that match its tensors; a distributed checkpoint has every
+/// rank's file with every tensor of its layout; index entries resolve; a save of an experiment
+/// (`<dir>/checkpoints/<n>`, `<dir>/export/<n>`) has its completion marker and the files it
+/// lists.
+inline verification_report verify_checkpoint(std::filesystem::path const& path) {
+  verification_report report;
+  auto& problems = report.problems;
+  if (!std::filesystem::exists(path)) {
+    problems.push_back(path.string() + ": no such file or directory");
+    return report;
+  }
+  for (auto const& file_path : safetensors_files(path)) {
+    try {
+      io::safetensors_file file(file_path);
+      if (!file.has_checksums()) problems.push_back(file_path.string() + ": no checksums recorded");
+      for (auto const& t : file.tensors()) {
+        try {
+          if (file.metadata().contains(io::checksum_key(t.name))) file.verify(t);
+        } catch (error const& e) {
+          problems.emplace_back(e.what());
+        }
+      }
+      ++report.files;
+    } catch (error const& e) {
+      problems.emplace_back(e.what());
+    }
+  }
+  try {
+    auto format = detect_format(path);
+    if (format == checkpoint_format::distributed)
+      detail::verify_distributed_layout(path, read_stored_metadata(path, *format), problems);
+    else if (format == checkpoint_format::state_dict)
+      (void)read_stored_metadata(path, *format); // its metadata parses
+  } catch (error const& e) {
+    problems.emplace_back(e.what());
+  }
+  if (auto status = save_status(path); status.is_save && status.problem) problems.push_back(*status.problem);
+  if (std::filesystem::is_directory(path)) detail::verify_indexes(path, problems);
+  return report;
+}
+
+} // namespace cairn

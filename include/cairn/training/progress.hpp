@@ -1,0 +1,43 @@
+#pragma once
+
+// How the checkpoint manager reports its work: sizes, throughput, pauses. No libtorch.
+
+#include <cairn/diagnostics.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace cairn {
+
+/// "1.50 GiB", for progress messages.
+inline std::string size_text(double bytes) {
+  char const* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
+  return text;
+}
+
+/// "saved checkpoint: 1.50 GiB in 2.310 s (664.94 MiB/s), training paused 0.120 s".
+inline std::string progress_text(std::string const& what, std::uint64_t bytes, double seconds,
+                                 std::optional<double> paused = {}) {
+  auto text = what + ": " + size_text(double(bytes)) + " in " + std::to_string(seconds).substr(0, 5) + " s (" +
+              size_text(seconds > 0 ? double(bytes) / seconds : 0.0) + "/s)";
+  if (paused) text += ", training paused " + std::to_string(*paused).substr(0, 5) + " s";
+  return text;
+}
+
+/// Emits `progress_text` as information about `path`.
+inline void report_progress(std::string const& what, std::filesystem::path const& path, std::uint64_t bytes,
+                            double seconds, std::optional<double> paused = {}) {
+  emit(severity::info, {path.string(), progress_text(what, bytes, seconds, paused)});
+}
+
+} // namespace cairn

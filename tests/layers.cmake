@@ -1,0 +1,64 @@
+# Fails when a header includes a layer above its own, or when the tool or the examples reach
+# into cairn's internals (`detail::`): they use the public API, as users do. Layers, lowest first (see README,
+# "Architecture"): the base (cairn/error.hpp, cairn/diagnostics.hpp, cairn/detail/, cairn/impl/),
+# config/, then io/ and comm/ (side by side: neither includes the other), checkpoint/, training/.
+# An umbrella header (cairn/config.hpp, …) belongs to its folder's layer; cairn/cairn.hpp is
+# above everything.
+#
+#     cmake -DSOURCE_DIR=<cairn> -P tests/layers.cmake
+function(cairn_layer path out_layer out_folder)
+  string(REGEX REPLACE "^cairn/" "" rest "${path}")
+  string(REGEX MATCH "^[a-z_]+" first "${rest}")
+  if(rest MATCHES "^[a-z_]+\\.hpp$")
+    string(REGEX REPLACE "\\.hpp$" "" first "${rest}")
+  endif()
+  set(layers "detail=0;impl=0;error=0;diagnostics=0;config=1;io=2;comm=2;checkpoint=3;training=4;cairn=5")
+  foreach(entry IN LISTS layers)
+    string(REPLACE "=" ";" pair "${entry}")
+    list(GET pair 0 name)
+    list(GET pair 1 rank)
+    if(first STREQUAL name)
+      set(${out_layer} ${rank} PARENT_SCOPE)
+      if(rank EQUAL 0)
+        set(${out_folder} base PARENT_SCOPE)
+      else()
+        set(${out_folder} ${name} PARENT_SCOPE)
+      endif()
+      return()
+    endif()
+  endforeach()
+  message(FATAL_ERROR "${path}: not in any layer; add its folder to tests/layers.cmake")
+endfunction()
+
+file(GLOB_RECURSE headers RELATIVE ${SOURCE_DIR}/include ${SOURCE_DIR}/include/cairn/*.hpp
+     ${SOURCE_DIR}/include/cairn/*.ipp)
+set(problems "")
+set(checked 0)
+foreach(header IN LISTS headers)
+  cairn_layer(${header} layer folder)
+  file(STRINGS ${SOURCE_DIR}/include/${header} lines REGEX "^#include <cairn/")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^#include <([^>]+)>.*" "\\1" included "${line}")
+    cairn_layer(${included} target_layer target_folder)
+    math(EXPR checked "${checked} + 1")
+    if(NOT target_folder STREQUAL folder AND NOT target_layer LESS layer)
+      string(APPEND problems "\n  ${header} (${folder}) includes ${included} (${target_folder})")
+    endif()
+  endforeach()
+endforeach()
+if(problems)
+  message(FATAL_ERROR "includes running upward or sideways between layers:${problems}")
+endif()
+message(STATUS "layers: ${checked} includes checked, none runs upward")
+
+file(GLOB_RECURSE programs ${SOURCE_DIR}/tools/*.cpp ${SOURCE_DIR}/tools/*.hpp ${SOURCE_DIR}/examples/*.cpp
+     ${SOURCE_DIR}/examples/*.hpp)
+foreach(program IN LISTS programs)
+  file(STRINGS ${program} internal REGEX "detail::")
+  foreach(line IN LISTS internal)
+    string(APPEND problems "\n  ${program}: ${line}")
+  endforeach()
+endforeach()
+if(problems)
+  message(FATAL_ERROR "the tool and the examples use cairn's internals:${problems}")
+endif()
