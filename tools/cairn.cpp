@@ -59,8 +59,8 @@ int inspect(std::filesystem::path const& path) {
   }
   auto format = cairn::detect_format(path);
   std::printf("format: %s\n", kind_of(path, format).c_str());
-  if (auto save = cairn::save_status(path); save.is_save)
-    std::printf("complete: %s\n", save.problem ? save.problem->c_str() : "yes");
+  auto save = cairn::save_status(path);
+  if (save.is_save) std::printf("complete: %s\n", save.problem ? save.problem->c_str() : "yes");
   if (format == cairn::checkpoint_format::distributed || format == cairn::checkpoint_format::state_dict) {
     auto metadata = cairn::read_stored_metadata(path, *format);
     std::printf("version: %s\n", metadata.version.c_str());
@@ -93,6 +93,11 @@ int inspect(std::filesystem::path const& path) {
   std::printf("total: %zu files, %llu tensors, %llu elements, %llu bytes\n", files.size(),
               static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(elements),
               static_cast<unsigned long long>(bytes));
+  // As `verify` would: a save that is not complete is not a good checkpoint.
+  if (save.problem) {
+    std::fprintf(stderr, "cairn inspect: %s\n", save.problem->c_str());
+    return 1;
+  }
   return 0;
 }
 

@@ -25,6 +25,66 @@ execute_process(COMMAND ${TOOL} inspect ${WORK_DIR}/d1 OUTPUT_VARIABLE out RESUL
 if(NOT result EQUAL 0 OR NOT out MATCHES "format: distributed" OR NOT out MATCHES "saved by 2 ranks")
   message(FATAL_ERROR "inspect of a distributed checkpoint:\n${out}")
 endif()
+# A function that expects `cairn ARGS` to fail with stderr matching PATTERN.
+function(refused pattern)
+  execute_process(COMMAND ${TOOL} ${ARGN} ERROR_VARIABLE err OUTPUT_VARIABLE out RESULT_VARIABLE result)
+  if(result EQUAL 0 OR NOT err MATCHES "${pattern}")
+    message(FATAL_ERROR "cairn ${ARGN} was not refused as expected (${result}, wanted '${pattern}'):\n${out}${err}")
+  endif()
+endfunction()
+
+# convert never writes into or over its input.
+refused("overlaps the input" convert input.path=${WORK_DIR}/d2 input.format=distributed output.path=${WORK_DIR}/d2
+        output.format=state_dict)
+refused("overlaps the input" convert input.path=${WORK_DIR}/d2 input.format=distributed
+        output.path=${WORK_DIR}/d2/inside output.format=state_dict)
+refused("overlaps the input" convert input.path=${WORK_DIR}/d2 input.format=distributed output.path=${WORK_DIR}
+        output.format=state_dict)
+run(${TOOL} verify ${WORK_DIR}/d2)
+
+# Layouts that name a parameter twice (one of them renamed in metadata.json) are refused by
+# verify and convert, not silently dropped.
+file(COPY ${WORK_DIR}/d2/ DESTINATION ${WORK_DIR}/renamed)
+file(READ ${WORK_DIR}/renamed/metadata.json metadata)
+string(REGEX MATCHALL "\"name\": \"[^\"]+\"" names "${metadata}")
+list(GET names 0 first)
+list(GET names 1 second)
+string(REPLACE "${second}" "${first}" metadata "${metadata}")
+file(WRITE ${WORK_DIR}/renamed/metadata.json "${metadata}")
+refused("listed twice by rank 0" verify ${WORK_DIR}/renamed)
+refused("listed twice by rank 0" convert input.path=${WORK_DIR}/renamed input.format=distributed
+        output.path=${WORK_DIR}/renamed_out output.format=state_dict)
+
+# A directory that holds no checkpoint does not verify.
+file(MAKE_DIRECTORY ${WORK_DIR}/empty ${WORK_DIR}/experiment/checkpoints)
+refused("holds no checkpoint" verify ${WORK_DIR}/empty)
+refused("an experiment directory" verify ${WORK_DIR}/experiment)
+# Nor do rank files that lost metadata.json.
+file(COPY ${WORK_DIR}/d2/ DESTINATION ${WORK_DIR}/no_metadata)
+file(REMOVE ${WORK_DIR}/no_metadata/metadata.json)
+refused("holds no checkpoint" verify ${WORK_DIR}/no_metadata)
+
+# Files of a 2-rank save in each other's place, or metadata.json with the ranks' layouts
+# reversed: refused, naming the file.
+file(COPY ${WORK_DIR}/d1/ DESTINATION ${WORK_DIR}/swapped)
+file(RENAME ${WORK_DIR}/swapped/rank_0.safetensors ${WORK_DIR}/swapped/tmp.safetensors)
+file(RENAME ${WORK_DIR}/swapped/rank_1.safetensors ${WORK_DIR}/swapped/rank_0.safetensors)
+file(RENAME ${WORK_DIR}/swapped/tmp.safetensors ${WORK_DIR}/swapped/rank_1.safetensors)
+refused("rank_0.safetensors: is rank 1's file, in rank 0's place" verify ${WORK_DIR}/swapped)
+execute_process(COMMAND ${TOOL} launch -n 2 -- ${WORKER} load ${WORK_DIR}/swapped distributed dim RESULT_VARIABLE result
+                OUTPUT_QUIET ERROR_QUIET)
+if(result EQUAL 0)
+  message(FATAL_ERROR "a 2-rank load accepted rank files in each other's place")
+endif()
+file(COPY ${WORK_DIR}/d1/ DESTINATION ${WORK_DIR}/reversed)
+file(READ ${WORK_DIR}/reversed/metadata.json metadata)
+string(JSON rank0 GET "${metadata}" ranks 0)
+string(JSON rank1 GET "${metadata}" ranks 1)
+string(JSON metadata SET "${metadata}" ranks 0 "${rank1}")
+string(JSON metadata SET "${metadata}" ranks 1 "${rank0}")
+file(WRITE ${WORK_DIR}/reversed/metadata.json "${metadata}")
+refused("written for another layout than metadata.json gives rank 0" verify ${WORK_DIR}/reversed)
+
 file(REMOVE ${WORK_DIR}/d1/rank_1.safetensors)
 execute_process(COMMAND ${TOOL} verify ${WORK_DIR}/d1 ERROR_VARIABLE err RESULT_VARIABLE result)
 if(result EQUAL 0 OR NOT err MATCHES "rank_1.safetensors: missing \\(rank 1 of 2\\)")

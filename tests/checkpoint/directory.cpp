@@ -40,7 +40,8 @@ TEST_CASE("a committed save is complete, lists its files and sizes, and checks t
   CHECK_FALSE(dir.problem(10));
   auto marker = cairn::read_json_file(dir.path(10) / cairn::completion_marker);
   CHECK(marker.at("iteration").as_int64() == 10);
-  CHECK(marker.at("files").at("rank_0.safetensors").as_int64() == 12);
+  CHECK(marker.at("files").at("rank_0.safetensors").at("size").as_int64() == 12);
+  CHECK(marker.at("files").at("rank_0.safetensors").at("xxh3").as_string().size() == 16);
   CHECK_FALSE(std::filesystem::exists(dir.staging(10)));
 
   SUBCASE("a file shorter than the marker says") {
@@ -48,6 +49,19 @@ TEST_CASE("a committed save is complete, lists its files and sizes, and checks t
     auto problem = dir.problem(10);
     REQUIRE(problem);
     CHECK(problem->find("rank_0.safetensors: 3 bytes, the marker says 12") != std::string::npos);
+  }
+  SUBCASE("a file of the same size but another header (another save's) is refused") {
+    write_text(dir.path(10) / "rank_0.safetensors", "twelve BYTES");
+    auto problem = dir.problem(10);
+    REQUIRE(problem);
+    CHECK(problem->find("rank_0.safetensors: its header differs from the one the marker recorded") !=
+          std::string::npos);
+  }
+  SUBCASE("a marker written before header checksums (sizes only) is still read") {
+    write_text(dir.path(10) / cairn::completion_marker, R"({"iteration": 10, "files": {"rank_0.safetensors": 12}})");
+    CHECK_FALSE(dir.problem(10));
+    std::filesystem::resize_file(dir.path(10) / "rank_0.safetensors", 3);
+    CHECK(dir.problem(10));
   }
   SUBCASE("a file listed by the marker is gone") {
     std::filesystem::remove(dir.path(10) / "rank_0.safetensors");
@@ -113,6 +127,23 @@ TEST_CASE("remove() takes the marker first, then the save") {
   CHECK(dir.complete() == list{2});
   CHECK_FALSE(std::filesystem::exists(dir.path(1)));
   dir.remove(7); // nothing there
+}
+
+TEST_CASE("a symbolic link among the saves is never resumed from, cleaned or deleted through") {
+  temp_dir tmp;
+  save_directory other(tmp / "other" / "checkpoints");
+  save(other, 7);
+  save_directory dir(tmp / "checkpoints");
+  save(dir, 1);
+  std::filesystem::create_directory_symlink(other.path(7), dir.path(7));
+  CHECK(dir.complete() == list{1});
+  auto report = dir.clean();
+  REQUIRE(report.size() == 1);
+  CHECK(report[0].find("symbolic link") != std::string::npos);
+  CHECK_THROWS_AS(dir.remove(7), cairn::io::io_error);
+  CHECK(std::filesystem::is_symlink(dir.path(7)));
+  CHECK(other.complete() == list{7});
+  CHECK_FALSE(other.problem(7));
 }
 
 namespace {

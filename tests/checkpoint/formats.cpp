@@ -7,6 +7,8 @@
 
 #include <fcntl.h>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "../io/temp_dir.hpp"
 #include "model.hpp"
@@ -183,8 +185,42 @@ TEST_CASE("broken checkpoints name the file and the parameter") {
     std::ofstream(path / "metadata.json") << boost::json::serialize(metadata);
     auto loaded = fresh();
     auto text = load_error(loaded, load_config(path, distributed));
-    CHECK(text.find((path / "metadata.json").string() + ": unknown version \"99\" (this build reads 0, 1)") !=
+    CHECK(text.find((path / "metadata.json").string() + ": unknown version \"99\" (this build reads 0, 1, 2)") !=
           std::string::npos);
+  }
+  SUBCASE("a tensor whose checksum entry was renamed is refused, not loaded unchecked") {
+    auto file = path / "rank_0.safetensors";
+    std::string tensor;
+    {
+      cairn::io::safetensors_file f(file);
+      tensor = f.tensors().front().name;
+    }
+    std::string bytes;
+    {
+      std::ifstream in(file, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    auto key = cairn::io::checksum_key(tensor);
+    auto at = bytes.find(key);
+    REQUIRE(at != std::string::npos);
+    bytes[at + key.size() - 1] = bytes[at + key.size() - 1] == 'x' ? 'y' : 'x';  // same length: header intact
+    bytes[bytes.size() - 3] = static_cast<char>(bytes[bytes.size() - 3] ^ 0x5a); // and corrupt data
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+    auto loaded = fresh();
+    auto text = load_error(loaded, load_config(path, distributed));
+    CHECK(text.find(file.string() + ": tensor '" + tensor + "' has no recorded checksum") != std::string::npos);
+  }
+  SUBCASE("a parameter listed twice (another renamed to it) is refused, naming both") {
+    auto metadata = cairn::read_json_file(path / "metadata.json");
+    auto& parameters = metadata.at("ranks").at(0).at("parameters").as_array();
+    REQUIRE(parameters.size() >= 2);
+    auto first = std::string(parameters.at(0).at("name").as_string());
+    parameters.at(1).as_object()["name"] = first;
+    std::ofstream(path / "metadata.json") << boost::json::serialize(metadata);
+    auto loaded = fresh();
+    auto text = load_error(loaded, load_config(path, distributed));
+    CHECK(text.find("'" + first + "' is listed twice by rank 0") != std::string::npos);
+    CHECK_FALSE(cairn::verify_checkpoint(path).ok());
   }
   SUBCASE("a layout that does not cover a parameter") {
     auto metadata = cairn::read_json_file(path / "metadata.json");
@@ -193,13 +229,16 @@ TEST_CASE("broken checkpoints name the file and the parameter") {
     std::ofstream(path / "metadata.json") << boost::json::serialize(metadata);
     auto loaded = fresh();
     auto text = load_error(loaded, load_config(path, distributed));
-    CHECK(text.find("embedding/weights: 10 of its 40 elements are not in the checkpoint") != std::string::npos);
+    CHECK(text.find("'embedding': the ranks' shards hold 30 of its 40 elements") != std::string::npos);
+    // The rank file was written for the layout metadata.json gave before the edit.
+    CHECK(text.find("rank_0.safetensors: was written for another layout") != std::string::npos);
   }
 }
 
 TEST_CASE("metadata of an earlier version loads through the migration chain") {
   auto metadata = cairn::read_checkpoint_metadata(std::string(CAIRN_TEST_DATA_DIR) + "/data/metadata_v0.json");
-  CHECK(metadata.version == "1");
+  CHECK(metadata.version == "2");
+  CHECK(metadata.save_id.empty()); // a save before identities: its files are not checked against one
   CHECK(metadata.shard_names == std::vector<std::string>{"weights"});
   REQUIRE(metadata.ranks.size() == 1);
   CHECK(metadata.ranks[0].parameters[0].name == "w");

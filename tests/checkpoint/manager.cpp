@@ -1,5 +1,6 @@
 // The checkpoint manager in one process: schedules, retention, exports, callbacks, shutdowns,
 // resuming from the newest good checkpoint, async saves, failures and preflight.
+#include <cairn/checkpoint/verify.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/training/manager.hpp>
@@ -7,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -207,14 +209,31 @@ TEST_CASE("an async save is bitwise identical to a synchronous one and stalls on
         for (auto& s : p.shards) s.fill_(-1);
     }
   }
-  for (auto it : {1, 2, 3})
-    for (auto name : {"rank_0.safetensors", "metadata.json", completion_marker}) {
-      CAPTURE(it);
+  // Bitwise the same files, but for each save's own identity.
+  for (auto it : {1, 2, 3}) {
+    CAPTURE(it);
+    auto sync_dir = tmp / "sync" / "checkpoints" / std::to_string(it);
+    auto async_dir = tmp / "async" / "checkpoints" / std::to_string(it);
+    auto sync_id = read_checkpoint_metadata(sync_dir / "metadata.json").save_id;
+    auto async_id = read_checkpoint_metadata(async_dir / "metadata.json").save_id;
+    REQUIRE(sync_id.size() == 32);
+    CHECK(sync_id != async_id);
+    for (auto name : {"rank_0.safetensors", "metadata.json"}) {
       CAPTURE(name);
-      auto sync = read_text(tmp / "sync" / "checkpoints" / std::to_string(it) / name);
+      auto sync = read_text(sync_dir / name);
+      auto async = read_text(async_dir / name);
       CHECK(!sync.empty());
-      CHECK(sync == read_text(tmp / "async" / "checkpoints" / std::to_string(it) / name));
+      auto at = async.find(async_id);
+      REQUIRE(at != std::string::npos);
+      async.replace(at, async_id.size(), sync_id);
+      CHECK(sync == async);
     }
+    auto sync_marker = read_json_file(sync_dir / completion_marker).as_object();
+    auto async_marker = read_json_file(async_dir / completion_marker).as_object();
+    CHECK(sync_marker.at("iteration") == async_marker.at("iteration"));
+    for (auto const& [name, entry] : sync_marker.at("files").as_object())
+      CHECK(entry.at("size") == async_marker.at("files").at(name).at("size"));
+  }
 }
 
 namespace {
@@ -393,6 +412,80 @@ TEST_CASE("preflight refuses, before step one, what would fail later") {
     manager m(cfg, tmp / "run", comm);
     CHECK_THROWS_WITH_AS(m.preflight(state), doctest::Contains("checkpoint.keep"), config_error);
   }
+}
+
+TEST_CASE("one run at a time: a second manager on the directory fails before it resumes, saying who holds it") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 4, "checkpoint": {"interval": 2}})");
+  auto state = manager_test::make(0, 1, 0);
+  {
+    manager first(cfg, tmp.path, comm);
+    first.resume(state);
+    manager second(cfg, tmp.path, comm);
+    auto other = manager_test::make(0, 1, 0);
+    CHECK_THROWS_WITH_AS(second.resume(other), doctest::Contains("in use by another run (host "), error);
+    CHECK_THROWS_WITH_AS(second.preflight(other), doctest::Contains("in use by another run"), error);
+    CHECK_THROWS_WITH_AS(second.save(2, other), doctest::Contains("in use by another run"), error);
+    train(first, state, 1, 4);
+    first.finish();
+  }
+  // The lock dies with its holder: the next run resumes.
+  manager next(cfg, tmp.path, comm);
+  auto resumed = next.resume(state);
+  REQUIRE(resumed);
+  CHECK(resumed->iteration == 4);
+}
+
+TEST_CASE("a rank file copied from another save (same size) is refused: resume falls back, verify fails") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 6, "checkpoint": {"interval": 2, "keep": null}})");
+  auto state = manager_test::make(0, 1, 0);
+  {
+    manager m(cfg, tmp.path, comm, sync_options());
+    train(m, state, 1, 6);
+    m.finish();
+  }
+  auto six = tmp / "checkpoints" / "6";
+  REQUIRE(verify_checkpoint(six).ok());
+  std::filesystem::copy_file(tmp / "checkpoints" / "4" / "rank_0.safetensors", six / "rank_0.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto report = verify_checkpoint(six);
+  REQUIRE_FALSE(report.ok());
+  CHECK(report.problems.front().find("rank_0.safetensors") != std::string::npos);
+
+  captured log;
+  manager m(cfg, tmp.path, comm);
+  auto resumed_state = manager_test::make(0, 1, 0);
+  auto resumed = m.resume(resumed_state);
+  REQUIRE(resumed);
+  CHECK(resumed->iteration == 4);
+  CHECK(log.has(severity::warning, "its header differs from the one the marker recorded"));
+
+  // Without the marker's help (a checkpoint loaded directly), the file's own identity refuses it.
+  checkpoint_load_config load;
+  load.path = six;
+  load.optimizer_state = true;
+  CHECK_THROWS_WITH_AS(load_checkpoint(resumed_state, comm, load), doctest::Contains("belongs to another save"),
+                       checkpoint_error);
+}
+
+TEST_CASE("a diverged metric (NaN, infinity) is stored as a string: the save stays readable") {
+  temp_dir tmp;
+  comm::single_process comm;
+  manager m(schedule(R"({"train_iters": 2, "checkpoint": {"interval": 1}})"), tmp.path, comm);
+  auto state = manager_test::make(0, 1, 0);
+  captured log;
+  m.step(1, state,
+         boost::json::object{{"loss", std::numeric_limits<double>::quiet_NaN()},
+                             {"grad_norm", -std::numeric_limits<double>::infinity()}});
+  m.finish();
+  CHECK(log.has(severity::warning, "metadata.loss: is NaN: stored as that string"));
+  auto metadata = read_checkpoint_metadata(tmp / "checkpoints" / "1" / "metadata.json");
+  CHECK(metadata.metadata.at("loss") == "NaN");
+  CHECK(metadata.metadata.at("grad_norm") == "-Infinity");
+  CHECK(verify_checkpoint(tmp / "checkpoints" / "1").ok());
 }
 
 TEST_CASE("GPU state: async saves copy it to pinned host memory, bitwise as a sync save, and resume onto the GPU") {

@@ -3,6 +3,7 @@
 //
 //     comm_gloo_worker            all collectives
 //     comm_gloo_worker die        rank 1 leaves; the others must fail within a bounded time
+#include <cairn/checkpoint/detail/transfer.hpp>
 #include <cairn/comm.hpp>
 
 #include <ATen/ATen.h>
@@ -87,6 +88,19 @@ int collectives() {
   expect(cairn::comm::broadcast_integers(comm, rank == 0 ? iterations : std::vector<std::int64_t>{7}) == iterations,
          "broadcast_integers", rank);
   expect(cairn::comm::broadcast_integers(comm, {}).empty(), "broadcast_integers of nothing", rank);
+
+  // A load's problems on one rank reach every rank, with that rank's file and reason.
+  cairn::detail::load_report report;
+  if (rank == size - 1) report.add("rank_1.safetensors: tensor 'w/weights'", "is corrupt");
+  std::string reported;
+  try {
+    report.agree(comm, "cannot load checkpoint c");
+  } catch (cairn::checkpoint_error const& e) {
+    reported = e.what();
+  }
+  auto expected = (rank == size - 1 ? std::string() : "rank " + std::to_string(size - 1) + ": ") +
+                  "rank_1.safetensors: tensor 'w/weights': is corrupt";
+  expect(reported.find(expected) != std::string::npos, "load_report: another rank's problem, named", rank);
   comm.barrier();
   if (failures == 0) std::printf("rank %d of %d: all collectives agree\n", rank, size);
   return failures == 0 ? 0 : 1;

@@ -2,6 +2,7 @@
 #include <boost/json.hpp> // these tests are built with CAIRN_SEPARATE_COMPILATION: cairn only declares JSON types
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -162,6 +163,19 @@ TEST_CASE("integer bounds are exact at both ends of every width") {
             "big: 9223372036854775808 is out of range for int64 [-9223372036854775808, 9223372036854775807]"});
   CHECK(errors_of<all_types>(R"({"medium": -2147483649})") ==
         std::vector<std::string>{"medium: -2147483649 is out of range for int32 [-2147483648, 2147483647]"});
+}
+
+TEST_CASE("floating-point values must be finite and fit their type") {
+  auto errors = errors_of<all_types>(R"({"precise": 1e999, "ratio": 1e39})");
+  REQUIRE(errors.size() == 2);
+  std::sort(errors.begin(), errors.end());
+  CHECK(errors[0].starts_with("precise: must be a finite number"));
+  CHECK(errors[1].starts_with("ratio: "));
+  CHECK(errors[1].find("out of range for float32") != std::string::npos);
+  CHECK(errors_of<all_types>(R"({"precise": -1.7976931348623157e308, "ratio": 3.4e38})").empty());
+  // An override is read the same way, so `key=1e999` is refused too.
+  CHECK_THROWS_WITH_AS(cairn::from_json<all_types>(boost::json::object{}, {"precise=1e999"}),
+                       doctest::Contains("precise: must be a finite number"), cairn::config_error);
 }
 
 TEST_CASE("type mismatches name the path and what was found") {

@@ -62,9 +62,16 @@ public:
       throw error("convert reads the distributed and state_dict formats; the external format needs the model's "
                   "converter (see the example trainer)");
     }
+    // Layouts that do not tile their parameters are refused before anything is read.
+    std::vector<diagnostic> problems;
+    for (auto const& p :
+         tiling_problems(metadata_.ranks.empty() ? std::vector<rank_layout>{{metadata_.parameters}} : metadata_.ranks))
+      problems.push_back({input.path.string(), p});
+    if (!problems.empty()) throw checkpoint_error("cannot convert " + input.path.string(), std::move(problems));
   }
 
   [[nodiscard]] checkpoint_metadata const& metadata() const noexcept { return metadata_; }
+
   [[nodiscard]] std::map<std::string, parameter_layout> const& parameters() const noexcept { return parameters_; }
 
   /// The whole tensor `name`/`shard`, checksums verified, in its saved dtype.
@@ -73,9 +80,10 @@ public:
     auto size = io::size_of(p.dtype);
     std::vector<std::byte> whole(cairn::whole_numel(p) * size);
     std::uint64_t written = 0;
-    auto copy_from = [&](io::safetensors_file const& file, shard_layout const& saved) {
+    auto copy_from = [&](io::safetensors_file const& file, shard_layout const& saved, std::optional<int> rank) {
+      if (auto problem = identity_problem(file, metadata_, rank)) throw io::io_error(file.path(), *problem);
       auto const& t = file.at(tensor);
-      if (file.metadata().contains(io::checksum_key(t.name))) file.verify(t);
+      file.verify(t); // every tensor of cairn's formats has a checksum
       if (t.dtype != p.dtype)
         throw io::io_error(file.path(), "tensor '" + tensor + "' is not stored as its metadata says");
       auto bytes = file.bytes(t);
@@ -88,12 +96,12 @@ public:
       for (std::size_t r = 0; r < metadata_.ranks.size(); ++r) {
         auto const* saved = metadata_.ranks[r].find(p.name);
         if (!saved || (saved->replicated && r != 0)) continue;
-        copy_from(file(formats::rank_file(input_.path, static_cast<int>(r))), saved->shard);
+        copy_from(file(formats::rank_file(input_.path, static_cast<int>(r))), saved->shard, static_cast<int>(r));
       }
     } else {
       auto entry = index_.weight_map.find(tensor);
       if (entry == index_.weight_map.end()) throw error("'" + tensor + "' is not in the index");
-      copy_from(file(input_.path / entry->second), shard_layout::whole(p.shape));
+      copy_from(file(input_.path / entry->second), shard_layout::whole(p.shape), std::nullopt);
     }
     if (written != cairn::whole_numel(p))
       throw error("'" + tensor + "': the checkpoint holds " + std::to_string(written) + " of its " +
@@ -115,13 +123,27 @@ private:
   std::map<std::string, std::unique_ptr<io::safetensors_file>> files_;
 };
 
+/// A config_error when `output` is `input`, or one is inside the other: a conversion never
+/// writes into or over what it reads.
+inline void refuse_overlap(std::filesystem::path const& input, std::filesystem::path const& output) {
+  auto in = std::filesystem::weakly_canonical(input), out = std::filesystem::weakly_canonical(output);
+  auto inside = [](std::filesystem::path const& inner, std::filesystem::path const& outer) {
+    return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
+  };
+  if (inside(out, in) || inside(in, out))
+    throw config_error({{"output.path", "'" + output.string() + "' is or overlaps the input '" + input.string() +
+                                            "': write the conversion somewhere else"}});
+}
+
 /// Converts the checkpoint `config.input` names into `config.output`, checksums verified;
 /// returns a one-line summary.
 inline std::string convert_checkpoint(convert_config const& config) {
+  refuse_overlap(config.input.path, config.output.path);
   checkpoint_reader reader(config.input);
   auto const& in = reader.metadata();
   checkpoint_metadata out;
   out.format = config.output.format;
+  out.save_id = new_save_id();
   out.config = in.config;
   out.metadata = in.metadata;
   for (std::size_t i = 0; i < in.shard_names.size(); ++i)
@@ -145,17 +167,17 @@ inline std::string convert_checkpoint(convert_config const& config) {
   std::size_t tensors = 0;
   if (config.output.format == checkpoint_format::distributed) {
     // One rank holding everything whole: any world size loads it by resharding.
+    rank_layout layout;
+    for (auto const& [name, p] : reader.parameters()) layout.parameters.push_back(stored(p));
+    out.ranks.push_back(std::move(layout));
     io::safetensors_writer writer(formats::rank_file(config.output.path, 0));
     writer.set_metadata("format", "cairn.distributed");
-    writer.set_metadata("rank", "0");
-    rank_layout layout;
+    record_identity(writer, out, 0);
     for (auto const& [name, p] : reader.parameters()) {
       add_all(writer, p, {cairn::whole_numel(p)});
-      layout.parameters.push_back(stored(p));
       tensors += out.shard_names.size();
     }
     writer.write();
-    out.ranks.push_back(std::move(layout));
     detail::write_distributed_metadata(config.output.path, out);
   } else if (config.output.format == checkpoint_format::state_dict) {
     auto file_of =
@@ -165,6 +187,7 @@ inline std::string convert_checkpoint(convert_config const& config) {
     for (auto const& [name, p] : reader.parameters()) by_file[file_of[name]].push_back(&p);
     for (auto const& [file, params] : by_file) {
       io::safetensors_writer writer(config.output.path / formats::state_dict_file(file));
+      record_identity(writer, out);
       for (auto const* p : params) {
         add_all(writer, *p, p->shape);
         for (auto const& shard : out.shard_names)

@@ -14,7 +14,9 @@
 
 #include <cairn/config/detail/pretty.hpp>
 #include <cairn/config/json.hpp>
+#include <cairn/io/checksum.hpp>
 #include <cairn/io/file.hpp>
+#include <cairn/io/safetensors.hpp>
 
 #include <boost/json/value.hpp>
 
@@ -29,6 +31,22 @@
 #include <vector>
 
 namespace cairn {
+
+namespace detail {
+
+/// A checksum of what identifies a file of a save: the header of a safetensors file (its length
+/// and JSON, which record the save, the rank and every tensor's checksum), the first 16 MiB of
+/// any other file (metadata.json, config.json and indexes are far smaller).
+inline std::string identity_checksum(std::filesystem::path const& file) {
+  io::mapped_file mapped(file);
+  auto bytes = mapped.bytes();
+  std::uint64_t n = std::min<std::uint64_t>(bytes.size(), std::uint64_t{16} << 20);
+  if (file.extension() == ".safetensors" && bytes.size() >= 8)
+    n = std::min<std::uint64_t>(bytes.size(), 8 + std::min(io::detail::read_le64(bytes), io::max_header_size));
+  return io::to_hex(io::checksum_of(bytes.first(static_cast<std::size_t>(n))));
+}
+
+} // namespace detail
 
 /// The file whose presence makes a save complete.
 inline constexpr char const* completion_marker = "complete.json";
@@ -68,8 +86,9 @@ public:
   }
 
   /// Why the save at `iteration` is not complete and sound, or nothing when it is: its marker
-  /// must parse and every file it lists must be there with the listed size. (The checksums of
-  /// the contents are checked by loading or by `cairn verify`.)
+  /// must parse, and every file it lists must be there with the listed size and the listed
+  /// checksum of its header (so a file of another save, or of another rank, is not taken for
+  /// this one's). The checksums of the contents are checked by loading or by `cairn verify`.
   [[nodiscard]] std::optional<std::string> problem(std::int64_t iteration) const {
     auto dir = path(iteration);
     auto marker = dir / completion_marker;
@@ -78,16 +97,23 @@ public:
       auto document = read_json_file(marker);
       auto const* files = document.is_object() ? document.as_object().if_contains("files") : nullptr;
       if (!files || !files->is_object()) return marker.string() + ": no \"files\" object";
-      for (auto const& [name, size] : files->as_object()) {
+      for (auto const& [name, entry] : files->as_object()) {
         auto file = dir / std::string(name);
-        if (name.empty() || std::string_view(name).find('/') != std::string_view::npos || !size.is_int64())
+        // {"size": n, "xxh3": "…"}; markers written before header checksums hold the size alone.
+        auto const* size = entry.is_object() ? entry.as_object().if_contains("size") : &entry;
+        auto const* hash = entry.is_object() ? entry.as_object().if_contains("xxh3") : nullptr;
+        if (name.empty() || std::string_view(name).find('/') != std::string_view::npos || !size || !size->is_int64() ||
+            (entry.is_object() && (!hash || !hash->is_string())))
           return marker.string() + ": malformed entry '" + std::string(name) + "'";
         std::error_code ec;
         auto actual = std::filesystem::file_size(file, ec);
         if (ec) return file.string() + ": listed by the marker but missing";
-        if (static_cast<std::int64_t>(actual) != size.as_int64())
+        if (static_cast<std::int64_t>(actual) != size->as_int64())
           return file.string() + ": " + std::to_string(actual) + " bytes, the marker says " +
-                 std::to_string(size.as_int64());
+                 std::to_string(size->as_int64());
+        if (hash && detail::identity_checksum(file) != std::string_view(hash->as_string()))
+          return file.string() + ": its header differs from the one the marker recorded (a file of another save "
+                                 "or rank?)";
       }
     } catch (error const& e) {
       return e.what();
@@ -120,6 +146,12 @@ public:
         io::remove_tree(dir);
         report.push_back("removed " + dir.string() + ": it has no completion marker");
       }
+    std::error_code ec;
+    for (auto const& entry : std::filesystem::directory_iterator(root_, ec))
+      if (entry.is_symlink() && iteration_of(entry.path().filename().string()))
+        report.push_back("left " + entry.path().string() +
+                         " alone: a symbolic link is not one of this directory's saves (never resumed from "
+                         "nor deleted)");
     if (!report.empty()) io::fsync_directory(root_);
     return report;
   }
@@ -134,13 +166,16 @@ public:
 
   /// Makes the staged save at `iteration` complete: fsyncs the staging directory, renames it to
   /// its final name (a complete save already there is set aside until the new one is complete),
-  /// and writes the marker, listing every file and its size plus `info`. Every file must
+  /// and writes the marker, listing every file with its size and a checksum of its header, plus
+  /// `info`. Every file must
   /// already be durable (cairn's writers fsync each file before naming it).
   void commit(std::int64_t iteration, boost::json::object info = {}) {
     auto from = staging(iteration), to = path(iteration);
     boost::json::object files;
     for (auto const& entry : std::filesystem::directory_iterator(from))
-      if (entry.is_regular_file()) files[entry.path().filename().string()] = entry.file_size();
+      if (entry.is_regular_file())
+        files[entry.path().filename().string()] = {{"size", entry.file_size()},
+                                                   {"xxh3", detail::identity_checksum(entry.path())}};
     io::fsync_directory(from);
     bool replacing = std::filesystem::exists(to);
     if (replacing) {
@@ -160,6 +195,7 @@ public:
   /// leaves a save that is plainly incomplete, then everything else.
   void remove(std::int64_t iteration) {
     auto dir = path(iteration);
+    if (std::filesystem::is_symlink(dir)) throw io::io_error(dir, "a symbolic link: not removed");
     auto marker = dir / completion_marker;
     if (std::filesystem::exists(marker)) {
       io::detail::fault_point("remove", marker);
@@ -188,7 +224,9 @@ private:
     if (!std::filesystem::is_directory(root_, ec)) return out;
     for (auto const& entry : std::filesystem::directory_iterator(root_, ec)) {
       auto name = entry.path().filename().string();
-      if (!entry.is_directory() || !name.starts_with(prefix)) continue;
+      // A symbolic link is never a save of this directory: following it could delete another
+      // run's files.
+      if (entry.is_symlink() || !entry.is_directory() || !name.starts_with(prefix)) continue;
       if (auto iteration = iteration_of(std::string_view(name).substr(prefix.size())))
         out.emplace_back(*iteration, entry.path());
     }

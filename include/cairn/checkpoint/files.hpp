@@ -7,8 +7,11 @@
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/config/detail/pretty.hpp>
+#include <cairn/io/checksum.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/index.hpp>
+#include <cairn/io/safetensors.hpp>
+#include <cairn/io/safetensors_writer.hpp>
 
 #include <boost/describe/enum_to_string.hpp>
 #include <boost/json/value.hpp>
@@ -17,6 +20,8 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +41,12 @@ inline std::filesystem::path state_dict_index(std::filesystem::path const& dir) 
 inline std::string state_dict_file(std::size_t i) { return "state_dict_" + std::to_string(i) + ".safetensors"; }
 /// `config.json`: the model config of an external (Hugging Face) checkpoint.
 inline std::filesystem::path external_config(std::filesystem::path const& dir) { return dir / "config.json"; }
+
+/// `__metadata__` keys of the identity every file of a cairn save records.
+inline constexpr char const* save_id_key = "cairn.save_id";
+inline constexpr char const* rank_key = "rank";
+inline constexpr char const* world_size_key = "cairn.world_size";
+inline constexpr char const* layout_key = "cairn.layout_xxh3";
 
 } // namespace cairn::formats
 
@@ -63,6 +74,57 @@ inline std::uint64_t whole_numel(parameter_layout const& p) {
 /// "distributed", "state_dict" or "external", as configs spell them.
 inline char const* format_name(checkpoint_format format) noexcept {
   return boost::describe::enum_to_string(format, "unknown");
+}
+
+/// A fresh identity for a save: 128 random bits, as 32 hex digits.
+inline std::string new_save_id() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i) id += io::to_hex(random()).substr(8);
+  return id;
+}
+
+/// XXH3 of a rank's layout as stored, so that a rank file knows which layout it was written for.
+inline std::string layout_checksum(rank_layout const& layout) {
+  auto text = detail::compact(to_json(layout));
+  return io::to_hex(io::checksum_of(std::as_bytes(std::span(text))));
+}
+
+/// Records in a file of the save `metadata` describes its identity: the save, and for a
+/// distributed save the rank whose file it is, the world size and that rank's layout.
+inline void record_identity(io::safetensors_writer& writer, checkpoint_metadata const& metadata,
+                            std::optional<int> rank = std::nullopt) {
+  writer.set_metadata(formats::save_id_key, metadata.save_id);
+  if (!rank) return;
+  writer.set_metadata(formats::rank_key, std::to_string(*rank));
+  writer.set_metadata(formats::world_size_key, std::to_string(metadata.ranks.size()));
+  writer.set_metadata(formats::layout_key, layout_checksum(metadata.ranks.at(static_cast<std::size_t>(*rank))));
+}
+
+/// Why `file` is not a file of the save `metadata` describes (rank `rank`'s file, for a
+/// distributed save), or nothing when it is. Saves from before identities (no save_id) are not
+/// checked.
+inline std::optional<std::string> identity_problem(io::safetensors_file const& file,
+                                                   checkpoint_metadata const& metadata,
+                                                   std::optional<int> rank = std::nullopt) {
+  if (metadata.save_id.empty()) return std::nullopt;
+  auto recorded = [&](char const* key) -> std::string {
+    auto it = file.metadata().find(key);
+    return it == file.metadata().end() ? "nothing" : it->second;
+  };
+  if (recorded(formats::save_id_key) != metadata.save_id)
+    return "belongs to another save (save " + recorded(formats::save_id_key) + ", this checkpoint's is " +
+           metadata.save_id + ")";
+  if (!rank) return std::nullopt;
+  if (recorded(formats::rank_key) != std::to_string(*rank))
+    return "is rank " + recorded(formats::rank_key) + "'s file, in rank " + std::to_string(*rank) + "'s place";
+  if (recorded(formats::world_size_key) != std::to_string(metadata.ranks.size()))
+    return "was written by one of " + recorded(formats::world_size_key) + " ranks, the metadata lists " +
+           std::to_string(metadata.ranks.size());
+  if (static_cast<std::size_t>(*rank) >= metadata.ranks.size() ||
+      recorded(formats::layout_key) != layout_checksum(metadata.ranks[static_cast<std::size_t>(*rank)]))
+    return "was written for another layout than metadata.json gives rank " + std::to_string(*rank);
+  return std::nullopt;
 }
 
 /// The format of the checkpoint in `dir`, from the files it holds (metadata.json: distributed;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cairn {
@@ -170,6 +171,90 @@ inline std::vector<copy_run> overlap(std::vector<std::uint64_t> const& shape, sh
     if (d == static_cast<std::size_t>(-1)) break;
   }
   return runs;
+}
+
+/// How many elements two valid shards of a tensor of `shape` share. Exact, and cheap where the
+/// layouts are the usual ones (boxes, or flat ranges of one box); other mixes are counted row by
+/// row, up to 2^24 rows, past which they are taken as disjoint (the element count still catches a
+/// doubled element, unless a gap elsewhere hides it).
+inline std::uint64_t overlap_count(std::vector<std::uint64_t> const& shape, shard_layout const& a,
+                                   shard_layout const& b) {
+  std::uint64_t box = 1, rows = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    auto low = std::max(a.offsets[d], b.offsets[d]);
+    auto high = std::min(a.offsets[d] + a.lengths[d], b.offsets[d] + b.lengths[d]);
+    if (high <= low) return 0;
+    box *= high - low;
+    if (d + 1 < shape.size()) rows *= high - low;
+  }
+  if (!a.flat && !b.flat) return box;
+  if (a.offsets == b.offsets && a.lengths == b.lengths) {
+    auto range = [](shard_layout const& s) { return s.flat.value_or(flat_range{0, s.box_numel()}); };
+    auto ra = range(a), rb = range(b);
+    auto low = std::max(ra.begin, rb.begin), high = std::min(ra.end, rb.end);
+    return high > low ? high - low : 0;
+  }
+  if (rows > (std::uint64_t{1} << 24)) return 0;
+  std::uint64_t shared = 0;
+  for (auto const& run : overlap(shape, a, b)) shared += run.length;
+  return shared;
+}
+
+/// Why the ranks' layouts of a save do not describe every parameter exactly, or nothing when
+/// they do: each rank lists a parameter at most once, every rank agrees on its shape and type,
+/// each shard is valid, and the shards of the ranks that write it (a replicated parameter:
+/// rank 0 only) tile it with no overlap and no gap. Each problem names the parameter.
+inline std::vector<std::string> tiling_problems(std::vector<rank_layout> const& ranks) {
+  std::vector<std::string> problems;
+  struct holder {
+    std::size_t rank;
+    parameter_layout const* layout;
+  };
+  std::vector<std::pair<std::string, std::vector<holder>>> parameters; // in first-seen order
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    for (auto const& p : ranks[r].parameters) {
+      auto it = std::find_if(parameters.begin(), parameters.end(), [&](auto const& e) { return e.first == p.name; });
+      if (it == parameters.end()) it = parameters.insert(parameters.end(), {p.name, {}});
+      if (!it->second.empty() && it->second.back().rank == r) {
+        problems.push_back("'" + p.name + "' is listed twice by rank " + std::to_string(r));
+        continue;
+      }
+      it->second.push_back({r, &p});
+    }
+  }
+  for (auto const& [name, holders] : parameters) {
+    auto const& first = *holders.front().layout;
+    std::uint64_t whole = 1;
+    for (auto d : first.shape) whole *= d;
+    bool sound = true;
+    for (auto const& h : holders) {
+      auto const& p = *h.layout;
+      if (p.shape != first.shape || p.dtype != first.dtype || p.replicated != first.replicated) {
+        problems.push_back("'" + name + "': rank " + std::to_string(h.rank) + " disagrees with rank " +
+                           std::to_string(holders.front().rank) + " on its shape, type or replication");
+        sound = false;
+      } else if (auto problem = p.shard.problem(p.shape)) {
+        problems.push_back("'" + name + "' on rank " + std::to_string(h.rank) + ": " + *problem);
+        sound = false;
+      }
+    }
+    if (!sound) continue;
+    std::vector<holder> writers;
+    for (auto const& h : holders)
+      if (!first.replicated || h.rank == 0) writers.push_back(h);
+    std::uint64_t covered = 0, shared = 0;
+    for (std::size_t a = 0; a < writers.size(); ++a) {
+      covered += writers[a].layout->shard.numel();
+      for (std::size_t b = a + 1; b < writers.size(); ++b)
+        shared += overlap_count(first.shape, writers[a].layout->shard, writers[b].layout->shard);
+    }
+    if (shared > 0)
+      problems.push_back("'" + name + "': the ranks' shards overlap in " + std::to_string(shared) + " elements");
+    else if (covered != whole)
+      problems.push_back("'" + name + "': the ranks' shards hold " + std::to_string(covered) + " of its " +
+                         std::to_string(whole) + " elements");
+  }
+  return problems;
 }
 
 } // namespace cairn

@@ -8,10 +8,12 @@
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/config/legacy.hpp>
+#include <cairn/diagnostics.hpp>
 
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -28,21 +30,24 @@ template <> struct value_traits<boost::json::value> {
 };
 
 /// The current version of checkpoint metadata.
-inline constexpr char const* checkpoint_metadata_version = "1";
+inline constexpr char const* checkpoint_metadata_version = "2";
 
 struct checkpoint_metadata {
   checkpoint_format format = checkpoint_format::distributed;
   std::string version = checkpoint_metadata_version;
+  std::string save_id;                      ///< unique to the save; every file of it records it
   std::vector<std::string> shard_names;     ///< the state shards saved, weights first
   std::vector<rank_layout> ranks;           ///< distributed: what each rank saved
   std::vector<parameter_layout> parameters; ///< state_dict: every parameter, whole
   boost::json::value config;                ///< the saving program's config
   boost::json::value metadata;              ///< the caller's: iteration, optimizer step, …
 };
-BOOST_DESCRIBE_STRUCT(checkpoint_metadata, (), (format, version, shard_names, ranks, parameters, config, metadata))
+BOOST_DESCRIBE_STRUCT(checkpoint_metadata, (),
+                      (format, version, save_id, shard_names, ranks, parameters, config, metadata))
 
 /// Versions of checkpoint metadata this build reads, and how each becomes the next.
 ///   0 -> 1: `state_shards` became `shard_names`, `layouts` became `ranks`.
+///   1 -> 2: `save_id` added (a save without one is not checked against its files' identity).
 inline migration_chain const& checkpoint_metadata_migrations() {
   static migration_chain const chain = [] {
     migration_chain c(checkpoint_metadata_version);
@@ -55,6 +60,7 @@ inline migration_chain const& checkpoint_metadata_migrations() {
       }
       doc["version"] = "1";
     });
+    c.step("1", "2", [](boost::json::object& doc) { doc["version"] = "2"; });
     return c;
   }();
   return chain;
@@ -78,8 +84,27 @@ inline checkpoint_metadata parse_checkpoint_metadata(boost::json::value document
   }
 }
 
+namespace detail {
+/// Replaces every NaN or infinite number in `v` by the string "NaN", "Infinity" or "-Infinity"
+/// (JSON has no such numbers), with a warning naming its key.
+inline void make_finite(boost::json::value& v, std::string const& path) {
+  if (v.is_double() && !std::isfinite(v.get_double())) {
+    auto x = v.get_double();
+    v = std::isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity";
+    emit(severity::warning, {path, "is " + std::string(v.get_string()) + ": stored as that string"});
+  } else if (v.is_object()) {
+    for (auto& [key, item] : v.get_object())
+      make_finite(item, path.empty() ? std::string(key) : path + "." + std::string(key));
+  } else if (v.is_array()) {
+    std::size_t i = 0;
+    for (auto& item : v.get_array()) make_finite(item, path + "[" + std::to_string(i++) + "]");
+  }
+}
+} // namespace detail
+
 /// The metadata stored with a save at `iteration`: the caller's object with "iteration" added
-/// (anything else than an object is kept under "user").
+/// (anything else than an object is kept under "user"). A NaN or infinite number (a diverged
+/// loss) is stored as a string, with a warning: the save stays readable.
 inline boost::json::value with_iteration(boost::json::value const& metadata, std::int64_t iteration) {
   boost::json::object out;
   if (metadata.is_object())
@@ -87,7 +112,9 @@ inline boost::json::value with_iteration(boost::json::value const& metadata, std
   else if (!metadata.is_null())
     out["user"] = metadata;
   out["iteration"] = iteration;
-  return out;
+  boost::json::value stored = std::move(out);
+  detail::make_finite(stored, "metadata");
+  return stored;
 }
 
 inline checkpoint_metadata read_checkpoint_metadata(std::filesystem::path const& file) {

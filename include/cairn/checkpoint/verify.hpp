@@ -45,6 +45,8 @@ namespace detail {
 /// lists, of the listed size.
 inline void verify_distributed_layout(std::filesystem::path const& path, checkpoint_metadata const& metadata,
                                       std::vector<std::string>& problems) {
+  for (auto const& p : tiling_problems(metadata.ranks))
+    problems.push_back(formats::metadata_file(path).string() + ": " + p);
   for (std::size_t r = 0; r < metadata.ranks.size(); ++r) {
     auto file_path = formats::rank_file(path, static_cast<int>(r));
     if (!std::filesystem::exists(file_path)) {
@@ -54,6 +56,8 @@ inline void verify_distributed_layout(std::filesystem::path const& path, checkpo
     }
     try {
       io::safetensors_file file(file_path);
+      if (auto problem = identity_problem(file, metadata, static_cast<int>(r)))
+        problems.push_back(file_path.string() + ": " + *problem);
       for (auto const& p : metadata.ranks[r].parameters) {
         if (p.replicated && r != 0) continue;
         for (auto const& shard : metadata.shard_names) {
@@ -65,6 +69,21 @@ inline void verify_distributed_layout(std::filesystem::path const& path, checkpo
                                " elements, its layout " + std::to_string(p.shard.numel()));
         }
       }
+    } catch (error const&) {
+      // the file's own problem is reported with the files
+    }
+  }
+}
+
+/// A state_dict checkpoint lists every parameter once, whole, and every file belongs to it.
+inline void verify_state_dict_layout(std::filesystem::path const& path, checkpoint_metadata const& metadata,
+                                     std::vector<std::string>& problems) {
+  for (auto const& p : tiling_problems({rank_layout{metadata.parameters}}))
+    problems.push_back(formats::state_dict_index(path).string() + ": " + p);
+  for (auto const& file_path : safetensors_files(path)) {
+    try {
+      if (auto problem = identity_problem(io::safetensors_file(file_path), metadata))
+        problems.push_back(file_path.string() + ": " + *problem);
     } catch (error const&) {
       // the file's own problem is reported with the files
     }
@@ -98,9 +117,11 @@ inline void verify_indexes(std::filesystem::path const& dir, std::vector<std::st
 
 } // namespace detail
 
-/// Checks the checkpoint (or `.safetensors` file) at `path` without loading it: every file
-/// parses and carries checksums that match its tensors; a distributed checkpoint has every
-/// rank's file with every tensor of its layout; index entries resolve; a save of an experiment
+/// Checks the checkpoint (or `.safetensors` file) at `path` without loading it: a directory
+/// holds a checkpoint of a known format; every file parses and carries checksums that match its
+/// tensors; the stored layouts describe every parameter exactly once (shards tiling it with no
+/// overlap or gap); a distributed checkpoint has every rank's file with every tensor of its
+/// layout; index entries resolve; a save of an experiment
 /// (`<dir>/checkpoints/<n>`, `<dir>/export/<n>`) has its completion marker and the files it
 /// lists.
 inline verification_report verify_checkpoint(std::filesystem::path const& path) {
@@ -108,6 +129,15 @@ inline verification_report verify_checkpoint(std::filesystem::path const& path) 
   auto& problems = report.problems;
   if (!std::filesystem::exists(path)) {
     problems.push_back(path.string() + ": no such file or directory");
+    return report;
+  }
+  if (std::filesystem::is_directory(path) && !detect_format(path)) {
+    bool experiment = std::filesystem::is_directory(experiment_layout{path}.checkpoints()) ||
+                      std::filesystem::is_directory(experiment_layout{path}.exports());
+    problems.push_back(path.string() + (experiment ? ": an experiment directory; verify one of its saves ("
+                                                     "checkpoints/<iteration> or export/<iteration>)"
+                                                   : ": holds no checkpoint (no metadata.json, state_dict "
+                                                     "index or config.json)"));
     return report;
   }
   for (auto const& file_path : safetensors_files(path)) {
@@ -131,7 +161,7 @@ inline verification_report verify_checkpoint(std::filesystem::path const& path) 
     if (format == checkpoint_format::distributed)
       detail::verify_distributed_layout(path, read_stored_metadata(path, *format), problems);
     else if (format == checkpoint_format::state_dict)
-      (void)read_stored_metadata(path, *format); // its metadata parses
+      detail::verify_state_dict_layout(path, read_stored_metadata(path, *format), problems);
   } catch (error const& e) {
     problems.emplace_back(e.what());
   }

@@ -11,6 +11,7 @@
 #include <array>
 #include <concepts>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <span>
@@ -63,7 +64,10 @@ CAIRN_DECL std::string integer_name(integer_kind kind);
 CAIRN_DECL void read_integer(boost::json::value const& j, void* out, integer_kind kind, read_context& ctx);
 CAIRN_DECL void integer_schema(boost::json::object& s, integer_kind kind);
 /// Reads a number as a double; anything else is an error in `ctx`, and gives nothing.
-CAIRN_DECL std::optional<double> read_number(boost::json::value const& j, read_context& ctx);
+/// A finite number of magnitude at most `limit` (the largest value of the field's type): JSON
+/// text like `1e999` that parses to infinity, and values a float32 field cannot hold, are errors.
+CAIRN_DECL std::optional<double> read_number(boost::json::value const& j, read_context& ctx, double limit,
+                                             char const* type);
 CAIRN_DECL void number_schema(boost::json::object& s);
 
 // Stores a scalar in a JSON value: ordinary functions, so that the traits below need no
@@ -152,7 +156,9 @@ requires std::integral<V> &&(!std::is_same_v<V, bool>)&&(!std::is_same_v<V, char
 
 template <std::floating_point V> struct value_traits<V> {
   static void read(boost::json::value const& j, V& v, read_context& ctx) {
-    if (auto x = detail::read_number(j, ctx)) v = static_cast<V>(*x);
+    if (auto x = detail::read_number(j, ctx, static_cast<double>(std::numeric_limits<V>::max()),
+                                     sizeof(V) == 4 ? "float32" : "float64"))
+      v = static_cast<V>(*x);
   }
   static void write_to(V v, boost::json::value& out) { detail::store_double(out, static_cast<double>(v)); }
   static detail::json_value<V> write(V v) { return detail::written(v); }

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -28,14 +29,33 @@ class background_writer {
 public:
   using clock = std::chrono::steady_clock;
 
-  /// A save in flight: its iteration, this rank's write, and what its report needs.
+  /// A save in flight: its iteration and directory, this rank's write, and what its report
+  /// needs.
   struct write {
     std::int64_t iteration = 0;
+    std::filesystem::path path;
     std::future<void> done;
     std::uint64_t bytes = 0;
     clock::time_point started;
     std::optional<double> paused; ///< how long training waited for the host copy (async only)
   };
+
+  background_writer() = default;
+  background_writer(background_writer const&) = delete;
+  background_writer& operator=(background_writer const&) = delete;
+
+  /// Waits for a write in flight, without committing it (that takes every rank); the next
+  /// resume removes what it left.
+  ~background_writer() {
+    if (!pending_) return;
+    auto path = pending_->path.string();
+    try {
+      take().done.get();
+    } catch (std::exception const& e) {
+      emit(severity::warning, {path, e.what()});
+    }
+    emit(severity::warning, {path, "not committed: the checkpoint manager was destroyed before finish()"});
+  }
 
   /// A copy of `state` in host memory, reusing the buffers of the previous copy. Replicated
   /// parameters are copied on rank 0 only: the others do not write them.
@@ -63,35 +83,36 @@ public:
     return out;
   }
 
-  /// Runs `task` now, in the foreground, as the write of `iteration`.
-  void run(std::int64_t iteration, std::uint64_t bytes, clock::time_point started, std::function<void()> task) {
+  /// Runs `task` now, in the foreground, as the write of `iteration` into `path`.
+  void run(std::int64_t iteration, std::filesystem::path path, std::uint64_t bytes, clock::time_point started,
+           std::function<void()> task) {
     std::packaged_task<void()> job(std::move(task));
-    pending_ = write{iteration, job.get_future(), bytes, started, {}};
+    pending_ = write{iteration, std::move(path), job.get_future(), bytes, started, {}};
     job();
   }
 
-  /// Starts `task` on a thread of its own as the write of `iteration`; training paused
-  /// `paused` seconds for it.
-  void start(std::int64_t iteration, std::uint64_t bytes, clock::time_point started, double paused,
-             std::function<void()> task) {
-    pending_ = write{iteration, std::async(std::launch::async, std::move(task)), bytes, started, paused};
+  /// Starts `task` on a thread of its own as the write of `iteration` into `path`; training
+  /// paused `paused` seconds for it.
+  void start(std::int64_t iteration, std::filesystem::path path, std::uint64_t bytes, clock::time_point started,
+             double paused, std::function<void()> task) {
+    pending_ =
+        write{iteration, std::move(path), std::async(std::launch::async, std::move(task)), bytes, started, paused};
   }
 
   [[nodiscard]] bool pending() const noexcept { return pending_.has_value(); }
-  [[nodiscard]] std::int64_t iteration() const { return pending_->iteration; }
 
   /// Whether this rank's write has finished (successfully or not).
   [[nodiscard]] bool ready() const {
     return pending_ && pending_->done.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   }
 
-  /// Waits for this rank's write, reporting about `path` every 30 s that it is still going.
-  void wait(std::filesystem::path const& path) const {
+  /// Waits for this rank's write, reporting every 30 s that it is still going.
+  void wait() const {
     auto waited = 0;
     while (pending_->done.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
       waited += 30;
-      emit(severity::info, {path.string(), "still writing after " + std::to_string(waited) + " s (" +
-                                               size_text(double(pending_->bytes)) + " in all)"});
+      emit(severity::info, {pending_->path.string(), "still writing after " + std::to_string(waited) + " s (" +
+                                                         size_text(double(pending_->bytes)) + " in all)"});
     }
   }
 

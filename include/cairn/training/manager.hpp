@@ -2,11 +2,9 @@
 // cairn: requires libtorch
 
 // The checkpoint manager: what a trainer calls every iteration. An orchestrator over the parts
-// beside it: the schedules and retention (training/checkpoint.hpp), the background writer,
-// resume discovery, the preflight estimate and progress reports. It saves resume checkpoints to
-// <experiment_dir>/checkpoints/<iteration>/ and exports to <experiment_dir>/export/<iteration>/,
-// commits each one durably (see save_directory), keeps what retention says, runs callbacks,
-// stops at shutdowns, and resumes from the newest complete checkpoint.
+// beside it (schedules and retention, the background writer, resume discovery, the preflight
+// estimate, progress reports, the experiment lock). Saves go to <experiment_dir>/checkpoints/
+// and export/, each committed durably (see save_directory).
 
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/save_load.hpp>
@@ -15,6 +13,7 @@
 #include <cairn/diagnostics.hpp>
 #include <cairn/training/background_writer.hpp>
 #include <cairn/training/callback.hpp>
+#include <cairn/training/lock.hpp>
 #include <cairn/training/preflight.hpp>
 #include <cairn/training/progress.hpp>
 #include <cairn/training/resume.hpp>
@@ -73,19 +72,6 @@ public:
   checkpoint_manager(checkpoint_manager const&) = delete;
   checkpoint_manager& operator=(checkpoint_manager const&) = delete;
 
-  /// Waits for a background write, without committing it (that takes every rank: call
-  /// `finish()`); the next resume removes what it left.
-  ~checkpoint_manager() {
-    if (!writer_.pending()) return;
-    auto staging = checkpoints_.staging(writer_.iteration()).string();
-    try {
-      writer_.take().done.get();
-    } catch (std::exception const& e) {
-      emit(severity::warning, {staging, e.what()});
-    }
-    emit(severity::warning, {staging, "not committed: the checkpoint manager was destroyed before finish()"});
-  }
-
   /// Sets how exports in the external format are saved.
   void set_exporter(exporter save) { exporter_ = std::move(save); }
 
@@ -102,7 +88,9 @@ public:
     finish();
     std::vector<std::int64_t> candidates;
     comm::all_succeed(comm_, "cannot look for checkpoints in " + checkpoints_.root().string(), [&] {
-      if (comm_.rank() == 0) candidates = resume_candidates(checkpoints_, {checkpoints_, exports_});
+      if (comm_.rank() != 0) return;
+      lock();
+      candidates = resume_candidates(checkpoints_, {checkpoints_, exports_});
     });
     auto started = clock::now();
     auto resumed = load_newest(checkpoints_, std::move(candidates), state, comm_, options_.verify);
@@ -119,8 +107,12 @@ public:
   /// retains (and the exports) at this state's size, and an external export has its exporter.
   /// An error naming the problem otherwise, on every rank. Collective.
   void preflight(model_state const& state) {
-    auto copy = config_;
-    validate(copy);
+    {
+      // Errors only: the warnings were emitted when the config was loaded.
+      scoped_diagnostic_sink quiet([](severity, diagnostic const&) {});
+      auto copy = config_;
+      validate(copy);
+    }
     auto checkpoint_bytes = distributed_bytes(detail::all_rank_layouts(state, comm_), state.shard_names.size());
     auto export_bytes = whole_bytes(state.layout(), state.shard_names.size(), config_.export_.save_config({}));
     comm::all_succeed(comm_, "preflight failed", [&] {
@@ -130,6 +122,7 @@ public:
       if (experiment_dir_.empty()) throw error("run.experiment_dir: required to save checkpoints");
       probe_writable(checkpoints_.root());
       if (config_.export_.enabled()) probe_writable(exports_.root());
+      lock();
       auto end = config_.train_iters;
       auto checkpoint_slots = saves_on_disk(config_.checkpoint, start_, end, checkpoints_.complete().size());
       auto export_slots =
@@ -167,14 +160,14 @@ public:
     auto bytes = distributed_bytes(described.ranks, described.shard_names.size());
     last_checkpoint_ = iteration;
     if (!options_.async) {
-      writer_.run(iteration, bytes, started,
+      writer_.run(iteration, checkpoints_.staging(iteration), bytes, started,
                   [&, rank = comm_.rank()] { formats::distributed::write_files(state, rank, save, described); });
       commit_pending();
       return;
     }
     auto snapshot = writer_.copy_to_host(state, comm_.rank());
     auto paused = std::chrono::duration<double>(clock::now() - started).count();
-    writer_.start(iteration, bytes, started, paused,
+    writer_.start(iteration, checkpoints_.staging(iteration), bytes, started, paused,
                   [snapshot = std::move(snapshot), save = std::move(save), described = std::move(described),
                    rank = comm_.rank()] { formats::distributed::write_files(snapshot, rank, save, described); });
   }
@@ -217,7 +210,7 @@ private:
 
   /// Waits for the save in flight on this rank, then commits it once every rank has written.
   void commit_pending() {
-    writer_.wait(checkpoints_.staging(writer_.iteration()));
+    writer_.wait();
     auto write = writer_.take();
     try {
       comm::all_succeed(comm_, "checkpoint " + std::to_string(write.iteration) + " was not saved",
@@ -232,8 +225,16 @@ private:
   /// Rank 0 prepares an empty staging directory; every rank learns whether it could.
   void stage(save_directory& dir, std::int64_t iteration) {
     comm::all_succeed(comm_, "cannot prepare " + dir.staging(iteration).string(), [&] {
-      if (comm_.rank() == 0) dir.begin(iteration);
+      if (comm_.rank() != 0) return;
+      lock();
+      dir.begin(iteration);
     });
+  }
+
+  /// Rank 0 takes the experiment directory for this run, once: before it resumes, checks or
+  /// saves anything.
+  void lock() {
+    if (!lock_) lock_.emplace(experiment_dir_);
   }
 
   /// Rank 0 removes what a failed save left, as well as it can.
@@ -285,6 +286,7 @@ private:
   Comm& comm_;
   manager_options options_;
   exporter exporter_;
+  std::optional<experiment_lock> lock_; // released after the writer below has finished
   background_writer writer_;
   running_callbacks callbacks_;
   std::optional<std::int64_t> last_checkpoint_;

@@ -43,12 +43,16 @@ struct load_source {
   io::tensor_info const* tensor = nullptr;
 };
 
-/// A load_source for tensor `t` of `file`, saved with layout `layout`.
+/// A load_source for tensor `t` of `file`, saved with layout `layout`. When verifying, the
+/// tensor must have a checksum: cairn records one for every tensor it writes, so one that is
+/// missing means the file was altered.
 inline load_source source_from(io::safetensors_file const& file, io::tensor_info const& t, shard_layout layout,
                                verification verify) {
   std::optional<std::uint64_t> checksum;
-  if (auto it = file.metadata().find(io::checksum_key(t.name));
-      verify == verification::checksums && it != file.metadata().end()) {
+  if (verify == verification::checksums) {
+    auto it = file.metadata().find(io::checksum_key(t.name));
+    if (it == file.metadata().end())
+      throw io::io_error(file.path(), "tensor '" + t.name + "' has no recorded checksum");
     checksum = io::from_hex(it->second);
     if (!checksum) throw io::io_error(file.path(), "tensor '" + t.name + "' has a malformed checksum");
   }

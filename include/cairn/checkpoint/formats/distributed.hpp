@@ -19,6 +19,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct distributed {
     state.check();
     checkpoint_metadata metadata;
     metadata.format = format;
+    metadata.save_id = comm::broadcast_string(comm, comm.rank() == 0 ? new_save_id() : std::string());
     for (auto i : detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state))
       metadata.shard_names.push_back(state.shard_names[i]);
     for (auto layout : detail::all_rank_layouts(state, comm)) {
@@ -63,7 +65,7 @@ struct distributed {
     std::vector<at::Tensor> keep_alive; // CPU copies stay valid until the file is written
     io::safetensors_writer writer(rank_file(config.path, rank));
     writer.set_metadata("format", "cairn.distributed");
-    writer.set_metadata("rank", std::to_string(rank));
+    record_identity(writer, metadata, rank);
     for (auto const& p : state.parameters) {
       if (p.layout.replicated && rank != 0) continue;
       for (auto i : shards) {
@@ -82,10 +84,13 @@ struct distributed {
     state.check();
     auto metadata = read_checkpoint_metadata(metadata_file(config.path));
     detail::loader loader(state, config, metadata.shard_names, verify);
+    for (auto const& problem : tiling_problems(metadata.ranks))
+      loader.problem(metadata_file(config.path).string(), problem);
     // With the saving layout on every rank, each rank reads nothing but its own file.
     bool same_layout = static_cast<int>(metadata.ranks.size()) == comm.size() &&
                        metadata.ranks[static_cast<std::size_t>(comm.rank())] == state.layout();
     bool fast = comm::all_of(comm, same_layout);
+    std::set<int> identity_checked, foreign; // rank files checked against the save's identity; those refused
     for (auto& p : state.parameters) {
       bool found = false;
       for (auto const& r : metadata.ranks) found = found || r.find(p.layout.name);
@@ -108,7 +113,19 @@ struct distributed {
             break;
           }
           try {
-            sources.push_back(loader.source(loader.file(rank_file(config.path, r)), path, saved->shard));
+            auto& file = loader.file(rank_file(config.path, r));
+            if (!identity_checked.contains(r)) {
+              identity_checked.insert(r);
+              if (auto problem = identity_problem(file, metadata, r)) {
+                loader.problem(file.path().string(), *problem);
+                foreign.insert(r);
+              }
+            }
+            if (foreign.contains(r)) { // reported once, above
+              mismatch = true;
+              break;
+            }
+            sources.push_back(loader.source(file, path, saved->shard));
           } catch (error const& e) {
             loader.problem(path, e.what());
             mismatch = true;

@@ -49,9 +49,13 @@ struct state_dict {
     std::vector<at::Tensor> keep_alive;
     std::map<std::string, std::string> weight_map;
     auto file_name = formats::state_dict_file;
+    checkpoint_metadata identity;
+    identity.save_id = comm::broadcast_string(comm, comm.rank() == 0 ? new_save_id() : std::string());
     for (std::size_t i = 0; i < files; ++i)
-      if (static_cast<int>(i % static_cast<std::size_t>(comm.size())) == comm.rank())
+      if (static_cast<int>(i % static_cast<std::size_t>(comm.size())) == comm.rank()) {
         writers[i] = std::make_unique<io::safetensors_writer>(config.path / file_name(i));
+        record_identity(*writers[i], identity);
+      }
 
     for (auto const& [name, p] : parameters) {
       auto writer_rank = static_cast<int>(file_of[name] % static_cast<std::size_t>(comm.size()));
@@ -72,6 +76,7 @@ struct state_dict {
       if (comm.rank() == 0) {
         checkpoint_metadata metadata;
         metadata.format = format;
+        metadata.save_id = identity.save_id;
         for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
         for (auto const& [name, p] : parameters) {
           auto whole = p;
@@ -94,6 +99,8 @@ struct state_dict {
     auto index = io::read_index(index_path);
     auto metadata = parse_checkpoint_metadata(index.metadata, index_path.string());
     detail::loader loader(state, config, metadata.shard_names, verify);
+    for (auto const& problem : tiling_problems({rank_layout{metadata.parameters}}))
+      loader.problem(index_path.string(), problem);
     for (auto& p : state.parameters) {
       auto saved = std::find_if(metadata.parameters.begin(), metadata.parameters.end(),
                                 [&](parameter_layout const& s) { return s.name == p.layout.name; });
@@ -113,6 +120,7 @@ struct state_dict {
           auto entry = index.weight_map.find(path);
           if (entry == index.weight_map.end()) throw error("not in " + index_path.filename().string());
           auto& file = loader.file(config.path / entry->second);
+          if (auto problem = identity_problem(file, metadata)) throw io::io_error(file.path(), *problem);
           if (file.at(path).shape != p.layout.shape) throw error("its file holds another shape");
           sources.push_back(loader.source(file, path, shard_layout::whole(p.layout.shape)));
         } catch (error const& e) {

@@ -44,6 +44,10 @@ CAIRN_DECL void write_json(std::string& out, boost::json::value const& v, int in
     out += ']';
   } else if (v.is_double() && std::isfinite(v.get_double())) {
     out += show(v.get_double());
+  } else if (v.is_double()) {
+    // JSON has no NaN or infinity: written as strings, so that every file cairn writes parses.
+    auto x = v.get_double();
+    out += std::isnan(x) ? "\"NaN\"" : x > 0 ? "\"Infinity\"" : "\"-Infinity\"";
   } else {
     out += boost::json::serialize(v);
   }

@@ -155,10 +155,22 @@ CAIRN_DECL void integer_schema(boost::json::object& s, integer_kind kind) {
   }
 }
 
-CAIRN_DECL std::optional<double> read_number(boost::json::value const& j, read_context& ctx) {
-  if (j.is_number()) return j.to_number<double>();
-  ctx.error("expected a number, got " + describe_json(j));
-  return std::nullopt;
+CAIRN_DECL std::optional<double> read_number(boost::json::value const& j, read_context& ctx, double limit,
+                                             char const* type) {
+  if (!j.is_number()) {
+    ctx.error("expected a number, got " + describe_json(j));
+    return std::nullopt;
+  }
+  auto x = j.to_number<double>();
+  if (!std::isfinite(x)) {
+    ctx.error("must be a finite number, got " + describe_json(j) + " (too large for any floating type)");
+    return std::nullopt;
+  }
+  if (std::fabs(x) > limit) {
+    ctx.error(describe_json(j) + " is out of range for " + std::string(type));
+    return std::nullopt;
+  }
+  return x;
 }
 
 CAIRN_DECL void number_schema(boost::json::object& s) { s["type"] = "number"; }
