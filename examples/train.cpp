@@ -83,14 +83,19 @@ constexpr auto cairn_fields(data_config const*) {
 
 struct testing_config {
   std::optional<std::int64_t> kill_after;
+  std::optional<std::int64_t> signal_after;
 };
-BOOST_DESCRIBE_STRUCT(testing_config, (), (kill_after))
+BOOST_DESCRIBE_STRUCT(testing_config, (), (kill_after, signal_after))
 
 constexpr auto cairn_fields(testing_config const*) {
   using namespace cairn;
   return fields(field(&testing_config::kill_after,
                       "Kill the process with SIGKILL right after training this iteration, before it is saved: "
                       "for crash tests.",
+                      hint::testing, check::positive),
+                field(&testing_config::signal_after,
+                      "Rank 0 sends itself SIGTERM right after training this iteration, as a cluster preempting "
+                      "the job would: for preemption tests.",
                       hint::testing, check::positive));
 }
 
@@ -347,9 +352,16 @@ int train(train_config cfg) {
       if (leader) std::printf("iteration %lld: validation loss %.6f\n", static_cast<long long>(iteration), validation);
     }
     if (cfg.testing.kill_after == iteration) std::raise(SIGKILL);
-    if (manager.step(iteration, model.state(), {{"loss", loss}}) && iteration < training.train_iters) {
-      if (leader) std::printf("shutdown after iteration %lld\n", static_cast<long long>(iteration));
-      return 0;
+    if (cfg.testing.signal_after == iteration && leader) std::raise(SIGTERM);
+    if (manager.step(iteration, model.state(), {{"loss", loss}})) {
+      if (manager.preempted()) {
+        if (leader) std::printf("stopped by a signal after iteration %lld\n", static_cast<long long>(iteration));
+        return cairn::preempted_exit_status;
+      }
+      if (iteration < training.train_iters) {
+        if (leader) std::printf("shutdown after iteration %lld\n", static_cast<long long>(iteration));
+        return 0;
+      }
     }
   }
   manager.finish();

@@ -7,10 +7,13 @@
 
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include "checkpoint/manager_state.hpp"
@@ -469,6 +472,55 @@ TEST_CASE("a rank file copied from another save (same size) is refused: resume f
   load.optimizer_state = true;
   CHECK_THROWS_WITH_AS(load_checkpoint(resumed_state, comm, load), doctest::Contains("belongs to another save"),
                        checkpoint_error);
+}
+
+TEST_CASE("a stop signal ends the run after the current iteration, with a checkpoint there") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto state = manager_test::make(0, 1, 0);
+  SUBCASE("checkpoints enabled: saved at that iteration, off the schedule, and committed") {
+    manager m(schedule(R"({"train_iters": 10, "checkpoint": {"interval": 4}})"), tmp.path, comm);
+    train(m, state, 1, 2);
+    CHECK_FALSE(m.preempted());
+    std::raise(SIGUSR1); // as SLURM sends ahead of a preemption
+    manager_test::fill(state, 3);
+    CHECK(m.step(3, state));
+    CHECK(m.preempted());
+    CHECK(m.checkpoints().complete() == list{3});
+    CHECK_FALSE(m.checkpoints().problem(3));
+  }
+  SUBCASE("checkpoints disabled: nothing saved (the seed's rule for a stop), the run still stops") {
+    manager m(schedule(R"({"train_iters": 10})"), tmp.path, comm);
+    train(m, state, 1, 2);
+    std::raise(SIGTERM);
+    CHECK(m.step(3, state));
+    CHECK(m.preempted());
+  }
+  SUBCASE("a second signal ends the process at once, as the signal would") {
+    auto child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      stop_signals signals;
+      std::raise(SIGINT);
+      if (signals.received() != SIGINT) ::_exit(1);
+      std::raise(SIGTERM);
+      ::_exit(0); // not reached
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGTERM);
+  }
+  SUBCASE("no stop signals: they are left as they were") {
+    struct sigaction before {
+    }, during{};
+    ::sigaction(SIGTERM, nullptr, &before);
+    manager_options options;
+    options.stop_signals.clear();
+    manager m(schedule(R"({"train_iters": 10})"), tmp.path, comm, options);
+    ::sigaction(SIGTERM, nullptr, &during);
+    CHECK(reinterpret_cast<std::uintptr_t>(during.sa_handler) == reinterpret_cast<std::uintptr_t>(before.sa_handler));
+  }
 }
 
 TEST_CASE("a diverged metric (NaN, infinity) is stored as a string: the save stays readable") {

@@ -7,13 +7,16 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <fcntl.h>
 #include <fstream>
 #include <spawn.h>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <vector>
 
 #include "io/temp_dir.hpp"
@@ -27,7 +30,8 @@ struct result {
   std::string output; // stdout and stderr together
 };
 
-result run(std::vector<std::string> argv, std::filesystem::path const& log) {
+/// Starts `argv` with its output to `log`; its pid.
+pid_t start(std::vector<std::string> argv, std::filesystem::path const& log) {
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -39,21 +43,45 @@ result run(std::vector<std::string> argv, std::filesystem::path const& log) {
   int spawned = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   REQUIRE(spawned == 0);
+  return pid;
+}
+
+/// Waits for `pid`: its exit status (128 + the signal that ended it).
+int wait_for(pid_t pid) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+result run(std::vector<std::string> argv, std::filesystem::path const& log) {
+  auto status = wait_for(start(std::move(argv), log));
   std::ifstream in(log);
   std::stringstream text;
   text << in.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), text.str()};
+  return {status, text.str()};
 }
 
-/// cairn-train on `ranks` ranks (through `cairn launch` when more than one).
-result train(int ranks, std::filesystem::path const& dir, std::vector<std::string> const& overrides) {
+std::string text_of(std::filesystem::path const& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// The command line of cairn-train on `ranks` ranks (through `cairn launch` when more than one).
+std::vector<std::string> train_command(int ranks, std::filesystem::path const& dir,
+                                       std::vector<std::string> const& overrides) {
   std::vector<std::string> argv;
   if (ranks > 1) argv = {CAIRN_TOOL, "launch", "-n", std::to_string(ranks), "--"};
   argv.insert(argv.end(), {CAIRN_TRAIN, "run.experiment_dir=" + dir.string()});
   argv.insert(argv.end(), overrides.begin(), overrides.end());
+  return argv;
+}
+
+/// cairn-train on `ranks` ranks, to its end.
+result train(int ranks, std::filesystem::path const& dir, std::vector<std::string> const& overrides) {
+  auto argv = train_command(ranks, dir, overrides);
   std::filesystem::create_directories(dir);
   auto out = run(argv, dir / ("train-" + std::to_string(::time(nullptr)) + "-" + std::to_string(rand()) + ".log"));
   if (out.status != 0 && out.status != 137) MESSAGE(out.output);
@@ -250,4 +278,60 @@ TEST_CASE("a shutdown exits 0 after its checkpoint; an export inspects, verifies
   auto broken = tool({"verify", exported.string()}, tmp / "verify3");
   CHECK(broken.status != 0);
   CHECK(broken.output.find("model.safetensors") != std::string::npos);
+}
+
+TEST_CASE("a signal stops a 2-rank run after a checkpoint of its iteration (exit 75); resumed, it ends bitwise equal") {
+  temp_dir tmp;
+  auto reference = tmp / "reference";
+  REQUIRE(train(2, reference, base).status == 0);
+
+  // SIGTERM raised on rank 0 alone after iteration 5 (off the checkpoint schedule): every rank
+  // stops there, after checkpoint 5.
+  auto dir = tmp / "signalled";
+  auto stopped = train(2, dir, plus(base, {"testing.signal_after=5"}));
+  CHECK(stopped.status == 75);
+  CHECK(stopped.output.find("stopped by a signal after iteration 5") != std::string::npos);
+  CHECK(cairn::save_directory(dir / "checkpoints").complete().back() == 5);
+  auto resumed = train(2, dir, base);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.output.find("resumed from " + (dir / "checkpoints" / "5").string() + " ") != std::string::npos);
+  for (auto file : {"rank_0.safetensors", "rank_1.safetensors"})
+    CHECK(tensors_of(dir / "checkpoints" / "12" / file) == tensors_of(reference / "checkpoints" / "12" / file));
+}
+
+TEST_CASE("SIGTERM to the launcher of a running job, and a second job on its directory") {
+  temp_dir tmp;
+  auto dir = tmp / "job";
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> endless{"training.train_iters=1000000", "training.checkpoint.interval=100000",
+                                   "training.logs.interval=1", "model.hidden=32", "seed=7"};
+  auto log = dir / "job.log";
+  auto job = start(train_command(2, dir, endless), log);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (text_of(log).find("iteration 20/") == std::string::npos && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(text_of(log).find("iteration 20/") != std::string::npos);
+
+  // One writer per experiment directory: a second job fails before step one, naming the holder.
+  auto second = train(1, dir, endless);
+  CHECK(second.status != 0);
+  CHECK(second.output.find("in use by another run (host ") != std::string::npos);
+  CHECK(second.output.find("iteration 1/") == std::string::npos);
+
+  ::kill(job, SIGTERM);
+  CHECK(wait_for(job) == 75);
+  auto complete = cairn::save_directory(dir / "checkpoints").complete();
+  REQUIRE(complete.size() == 1);
+  auto stopped_at = complete.back();
+  CHECK(stopped_at >= 20);
+  CHECK(text_of(log).find("stopped by a signal after iteration " + std::to_string(stopped_at)) != std::string::npos);
+
+  // Resumed to two iterations past the stop, it ends where a job that never stopped ends.
+  auto to = std::vector<std::string>{"training.train_iters=" + std::to_string(stopped_at + 2)};
+  REQUIRE(train(2, dir, plus(endless, to)).status == 0);
+  auto reference = tmp / "reference";
+  REQUIRE(train(2, reference, plus(endless, to)).status == 0);
+  auto last = std::to_string(stopped_at + 2);
+  for (auto file : {"rank_0.safetensors", "rank_1.safetensors"})
+    CHECK(tensors_of(dir / "checkpoints" / last / file) == tensors_of(reference / "checkpoints" / last / file));
 }

@@ -14,6 +14,8 @@
 #include <cairn/training/background_writer.hpp>
 #include <cairn/training/callback.hpp>
 #include <cairn/training/lock.hpp>
+#include <cairn/training/manager_options.hpp>
+#include <cairn/training/preemption.hpp>
 #include <cairn/training/preflight.hpp>
 #include <cairn/training/progress.hpp>
 #include <cairn/training/resume.hpp>
@@ -31,18 +33,6 @@
 #include <vector>
 
 namespace cairn {
-
-/// How a checkpoint_manager saves and resumes.
-struct manager_options {
-  /// Write checkpoints on a background thread. Training then pauses only while the state is
-  /// copied to host memory (pinned, for GPU state); the copy costs host memory of the size of
-  /// this rank's state. Exports are always written in the foreground.
-  bool async = true;
-  /// Whether resuming checks the checksums of what it reads.
-  verification verify = verification::checksums;
-  /// The program's whole config, stored with every save.
-  boost::json::value program_config;
-};
 
 /// Saves, exports, retention, callbacks, shutdowns and resuming, as a training config says.
 /// Every rank constructs one and makes the same calls in the same order (they are collective).
@@ -67,7 +57,9 @@ public:
                      manager_options options = {})
       : config_(std::move(config)), experiment_dir_(experiment_dir),
         checkpoints_(experiment_layout{experiment_dir}.checkpoints()),
-        exports_(experiment_layout{experiment_dir}.exports()), comm_(comm), options_(std::move(options)) {}
+        exports_(experiment_layout{experiment_dir}.exports()), comm_(comm), options_(std::move(options)) {
+    if (!options_.stop_signals.empty()) signals_.emplace(options_.stop_signals);
+  }
 
   checkpoint_manager(checkpoint_manager const&) = delete;
   checkpoint_manager& operator=(checkpoint_manager const&) = delete;
@@ -133,20 +125,25 @@ public:
 
   /// Called on every rank after iteration `iteration` (counted from 1) is trained: saves a
   /// checkpoint and an export when their schedules fire, and both at the last iteration;
-  /// commits a background save that has finished. Returns true when a shutdown fires: the
-  /// checkpoint is then complete and the caller should exit cleanly. A background save that
-  /// failed is thrown here. Collective.
+  /// commits a background save that has finished. Returns true when the run must stop: a
+  /// shutdown fired, or a stop signal reached any rank (`preempted()`; a checkpoint is then saved
+  /// at this iteration when checkpoints are enabled). The checkpoint is complete on return and
+  /// the caller should exit. A background save that failed is thrown here. Collective.
   bool step(std::int64_t iteration, model_state const& state, boost::json::value const& metadata = {}) {
     if (writer_.pending() && comm::all_of(comm_, writer_.ready())) commit_pending();
+    preempted_ = signals_ && comm::any_of(comm_, signals_->received() != 0);
     bool last = config_.train_iters > 0 && iteration >= config_.train_iters;
-    if ((config_.checkpoint.enabled(iteration) || last) && last_checkpoint_ != iteration)
-      save(iteration, state, metadata);
+    bool checkpoint = config_.checkpoint.enabled(iteration) || last || (preempted_ && config_.checkpoint.enabled());
+    if (checkpoint && last_checkpoint_ != iteration) save(iteration, state, metadata);
     if ((config_.export_.enabled(iteration) || (last && config_.export_.enabled())) && last_export_ != iteration)
       save_export(iteration, state, metadata);
-    bool stop = config_.shutdown.enabled(iteration);
+    bool stop = preempted_ || config_.shutdown.enabled(iteration);
     if (stop || last) finish();
     return stop;
   }
+
+  /// Whether the last `step()` stopped the run because a stop signal reached a rank.
+  [[nodiscard]] bool preempted() const noexcept { return preempted_; }
 
   /// Saves a checkpoint of `state` at `iteration` now (in the background when async), after
   /// committing the one in flight. Retention and the callback follow its commit. Collective.
@@ -286,6 +283,8 @@ private:
   Comm& comm_;
   manager_options options_;
   exporter exporter_;
+  std::optional<stop_signals> signals_;
+  bool preempted_ = false;
   std::optional<experiment_lock> lock_; // released after the writer below has finished
   background_writer writer_;
   running_callbacks callbacks_;

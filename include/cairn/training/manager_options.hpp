@@ -1,0 +1,30 @@
+#pragma once
+
+// How a checkpoint_manager saves, resumes and stops. No libtorch.
+
+#include <cairn/checkpoint/verify.hpp>
+#include <cairn/training/preemption.hpp>
+
+#include <boost/json/value.hpp>
+
+#include <vector>
+
+namespace cairn {
+
+/// How a checkpoint_manager saves, resumes and stops.
+struct manager_options {
+  /// Write checkpoints on a background thread. Training then pauses only while the state is
+  /// copied to host memory (pinned, for GPU state); the copy costs host memory of the size of
+  /// this rank's state. Exports are always written in the foreground.
+  bool async = true;
+  /// Whether resuming checks the checksums of what it reads.
+  verification verify = verification::checksums;
+  /// The program's whole config, stored with every save.
+  boost::json::value program_config;
+  /// Signals on which `step()` stops the run after the current iteration, saving a checkpoint
+  /// there when checkpoints are enabled (a second one ends the process at once). Empty: signals
+  /// are left as they are.
+  std::vector<int> stop_signals = default_stop_signals();
+};
+
+} // namespace cairn

@@ -1,0 +1,61 @@
+#pragma once
+
+// Stopping cleanly on a signal: clusters preempt with SIGTERM (SLURM can send SIGUSR1 ahead of
+// time), people press Ctrl-C. No libtorch.
+
+#include <atomic>
+#include <csignal>
+#include <utility>
+#include <vector>
+
+namespace cairn {
+
+/// The signals a run stops on by default: SIGTERM, SIGINT and SIGUSR1.
+inline std::vector<int> default_stop_signals() { return {SIGTERM, SIGINT, SIGUSR1}; }
+
+/// The exit status of a run stopped by a signal after saving its checkpoint: 75 (EX_TEMPFAIL,
+/// "try again"), so that a requeueing script can tell it from success (0) and from failure.
+inline constexpr int preempted_exit_status = 75;
+
+/// Catches `signals` while it lives: the first one only sets a flag that the training loop reads
+/// between iterations (`received()`); a second one, of any of them, ends the process at once as
+/// that signal would have. The handlers before it are restored when it goes. One at a time per
+/// process.
+class stop_signals {
+public:
+  explicit stop_signals(std::vector<int> signals = default_stop_signals()) : signals_(std::move(signals)) {
+    received_flag().store(0);
+    struct sigaction action {};
+    action.sa_handler = &on_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    previous_.resize(signals_.size());
+    for (std::size_t i = 0; i < signals_.size(); ++i) ::sigaction(signals_[i], &action, &previous_[i]);
+  }
+  stop_signals(stop_signals const&) = delete;
+  stop_signals& operator=(stop_signals const&) = delete;
+  ~stop_signals() {
+    for (std::size_t i = 0; i < signals_.size(); ++i) ::sigaction(signals_[i], &previous_[i], nullptr);
+  }
+
+  /// The first signal received, or 0.
+  [[nodiscard]] int received() const noexcept { return received_flag().load(); }
+
+private:
+  static std::atomic<int>& received_flag() noexcept {
+    static std::atomic<int> flag{0};
+    return flag;
+  }
+  static void on_signal(int signal) {
+    int expected = 0;
+    if (received_flag().compare_exchange_strong(expected, signal)) return;
+    // A second signal: as if nothing had caught it.
+    ::signal(signal, SIG_DFL);
+    ::raise(signal);
+  }
+
+  std::vector<int> signals_;
+  std::vector<struct sigaction> previous_;
+};
+
+} // namespace cairn
