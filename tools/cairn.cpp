@@ -93,9 +93,11 @@ int inspect(std::filesystem::path const& path) {
   std::printf("total: %zu files, %llu tensors, %llu elements, %llu bytes\n", files.size(),
               static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(elements),
               static_cast<unsigned long long>(bytes));
-  // As `verify` would: a save that is not complete is not a good checkpoint.
-  if (save.problem) {
-    std::fprintf(stderr, "cairn inspect: %s\n", save.problem->c_str());
+  // As `verify` would: a save that is not complete, or a directory of no checkpoint, is not a
+  // good checkpoint.
+  auto problem = save.problem ? save.problem : cairn::not_a_checkpoint(path);
+  if (problem) {
+    std::fprintf(stderr, "cairn inspect: %s\n", problem->c_str());
     return 1;
   }
   return 0;

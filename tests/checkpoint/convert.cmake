@@ -59,6 +59,7 @@ refused("listed twice by rank 0" convert input.path=${WORK_DIR}/renamed input.fo
 file(MAKE_DIRECTORY ${WORK_DIR}/empty ${WORK_DIR}/experiment/checkpoints)
 refused("holds no checkpoint" verify ${WORK_DIR}/empty)
 refused("an experiment directory" verify ${WORK_DIR}/experiment)
+refused("holds no checkpoint" inspect ${WORK_DIR}/empty) # inspect and verify agree
 # Nor do rank files that lost metadata.json.
 file(COPY ${WORK_DIR}/d2/ DESTINATION ${WORK_DIR}/no_metadata)
 file(REMOVE ${WORK_DIR}/no_metadata/metadata.json)

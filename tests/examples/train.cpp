@@ -202,6 +202,15 @@ TEST_CASE("a run killed at any iteration and resumed ends bitwise identical to a
   }
 }
 
+TEST_CASE("a run without checkpoints is warned about once") {
+  temp_dir tmp;
+  auto out = train(1, tmp / "run", {"training.train_iters=2", "training.checkpoint.interval=null", "model.hidden=8"});
+  REQUIRE(out.status == 0);
+  auto first = out.output.find("checkpoints are disabled");
+  REQUIRE(first != std::string::npos);
+  CHECK(out.output.find("checkpoints are disabled", first + 1) == std::string::npos);
+}
+
 TEST_CASE("a run checkpointed on two ranks resumes on one and ends close to a one-rank run") {
   temp_dir tmp;
   auto options = plus(base, {"training.train_iters=20"});

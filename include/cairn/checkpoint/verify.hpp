@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,17 @@ inline std::vector<std::filesystem::path> safetensors_files(std::filesystem::pat
     if (entry.path().extension() == ".safetensors") files.push_back(entry.path());
   std::sort(files.begin(), files.end());
   return files;
+}
+
+/// Why the directory `path` is not a checkpoint (it holds none of a known format: empty, an
+/// experiment directory, rank files without metadata.json), or nothing: a checkpoint, or a file.
+inline std::optional<std::string> not_a_checkpoint(std::filesystem::path const& path) {
+  if (!std::filesystem::is_directory(path) || detect_format(path)) return std::nullopt;
+  bool experiment = std::filesystem::is_directory(experiment_layout{path}.checkpoints()) ||
+                    std::filesystem::is_directory(experiment_layout{path}.exports());
+  return path.string() + (experiment ? ": an experiment directory; name one of its saves (checkpoints/<iteration> "
+                                       "or export/<iteration>)"
+                                     : ": holds no checkpoint (no metadata.json, state_dict index or config.json)");
 }
 
 namespace detail {
@@ -131,13 +143,8 @@ inline verification_report verify_checkpoint(std::filesystem::path const& path) 
     problems.push_back(path.string() + ": no such file or directory");
     return report;
   }
-  if (std::filesystem::is_directory(path) && !detect_format(path)) {
-    bool experiment = std::filesystem::is_directory(experiment_layout{path}.checkpoints()) ||
-                      std::filesystem::is_directory(experiment_layout{path}.exports());
-    problems.push_back(path.string() + (experiment ? ": an experiment directory; verify one of its saves ("
-                                                     "checkpoints/<iteration> or export/<iteration>)"
-                                                   : ": holds no checkpoint (no metadata.json, state_dict "
-                                                     "index or config.json)"));
+  if (auto problem = not_a_checkpoint(path)) {
+    problems.push_back(*problem);
     return report;
   }
   for (auto const& file_path : safetensors_files(path)) {
