@@ -312,8 +312,8 @@ int train(train_config cfg) {
 
   // Resume when there is a checkpoint; else initialise from `pretrained`, whose config may
   // change the model before it is built; else start fresh.
-  auto plan = cairn::plan_start(cfg, &train_config::model, [](std::filesystem::path const& path) {
-    return cairn::external::load_config(converter(), path);
+  auto plan = cairn::plan_start(cfg, &train_config::model, [&](std::filesystem::path const& path) {
+    return cairn::external::load_config(converter(), path, cfg.pretrained.model_type);
   });
   trainer model(cfg, comm);
   cairn::manager_options options;

@@ -103,6 +103,10 @@ TEST_CASE("save in the external format and load back, bitwise") {
   auto read_back = cairn::external::load_config(conv, dir / "hf");
   CHECK(read_back.hidden == 4);
   CHECK(read_back.layers == 2);
+  // A model type the program has no converter for is refused, naming the one it has.
+  CHECK_THROWS_WITH_AS(cairn::external::load_config(conv, dir / "hf", "llama"),
+                       doctest::Contains("\"llama\" has no converter in this program (it converts \"tiny\")"),
+                       cairn::config_error);
 
   auto loaded = tiny_state(model, true, false);
   cairn::checkpoint_load_config load;

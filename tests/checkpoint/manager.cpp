@@ -72,11 +72,39 @@ TEST_CASE("checkpoints follow their interval, the last iteration, keep and keep_
   auto state = manager_test::make(0, 1, 0);
   CHECK_FALSE(m.resume(state));
   train(m, state, 1, 9);
-  // Saves at 2, 4, 6, 8 and the last iteration 9; saves are numbered from 1 at iteration 2,
-  // so every second one (4, 8) is kept forever; of the others, the newest two (6, 9) stay.
-  CHECK(m.checkpoints().complete() == list{4, 6, 8, 9});
+  // Saves at 2, 4, 6, 8 and the last iteration 9. The seed's counts: (iteration - offset) //
+  // interval + 1, so 2, 4, 6, 8 are counts 2, 3, 4, 5, and those at 2 and 6 are kept forever;
+  // of the others (4, 8) the newest two stay; 9 is off the schedule: never counted or deleted.
+  CHECK(m.checkpoints().complete() == list{2, 4, 6, 8, 9});
   CHECK(log.has(severity::info, "saved checkpoint"));
   CHECK_FALSE(std::filesystem::exists(tmp / "export"));
+}
+
+TEST_CASE("the end saves a checkpoint and an export only when they are enabled (the seed's rule)") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto state = manager_test::make(0, 1, 0);
+  {
+    manager m(schedule(R"({"train_iters": 5})"), tmp / "none", comm);
+    m.preflight(state);
+    train(m, state, 1, 5);
+    m.finish();
+    CHECK_FALSE(std::filesystem::exists(tmp / "none" / "checkpoints"));
+  }
+  {
+    // Nothing to save: no experiment directory needed.
+    manager m(schedule(R"({"train_iters": 5})"), {}, comm);
+    m.preflight(state);
+    CHECK_FALSE(m.resume(state));
+    train(m, state, 1, 5);
+    m.finish();
+  }
+  manager m(schedule(R"({"train_iters": 5, "export": {"interval": 10, "format": "state_dict"}})"), tmp / "export",
+            comm);
+  train(m, state, 1, 5);
+  m.finish();
+  CHECK(m.exports().complete() == list{5});
+  CHECK_FALSE(std::filesystem::exists(tmp / "export" / "checkpoints"));
 }
 
 TEST_CASE("exports have their own schedule, directory, format and retention") {
@@ -88,7 +116,8 @@ TEST_CASE("exports have their own schedule, directory, format and retention") {
   auto state = manager_test::make(0, 1, 0);
   train(m, state, 1, 7);
   CHECK(m.checkpoints().complete() == list{2, 4, 6, 7});
-  CHECK(m.exports().complete() == list{6, 7}); // 3, 6 and the last; keep 2
+  // 3, 6 and the last; keep 2 counts 3 and 6 only: 7 is off the schedule (the seed's rule).
+  CHECK(m.exports().complete() == list{3, 6, 7});
   CHECK(std::filesystem::exists(tmp / "export" / "7" / "state_dict.safetensors.index.json"));
   CHECK_FALSE(std::filesystem::exists(tmp / "export" / "7" / "rank_0.safetensors"));
 
@@ -521,6 +550,37 @@ TEST_CASE("a stop signal ends the run after the current iteration, with a checkp
     ::sigaction(SIGTERM, nullptr, &during);
     CHECK(reinterpret_cast<std::uintptr_t>(during.sa_handler) == reinterpret_cast<std::uintptr_t>(before.sa_handler));
   }
+}
+
+TEST_CASE("a checkpoint in the directory of another iteration is not resumed from") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 4, "checkpoint": {"interval": 2, "keep": null}})");
+  auto state = manager_test::make(0, 1, 0);
+  {
+    manager m(cfg, tmp.path, comm, sync_options());
+    train(m, state, 1, 4);
+    m.finish();
+  }
+  auto root = tmp / "checkpoints";
+  std::filesystem::rename(root / "4", root / "7");
+  captured log;
+  {
+    manager m(cfg, tmp.path, comm);
+    auto resumed = m.resume(state);
+    REQUIRE(resumed);
+    CHECK(resumed->iteration == 2);
+    CHECK(log.has(severity::warning, "the save of another iteration (4)"));
+  }
+  // The marker rewritten too: the checkpoint's own metadata still says 4.
+  auto marker = read_json_file(root / "7" / completion_marker);
+  marker.as_object()["iteration"] = 7;
+  std::ofstream(root / "7" / completion_marker) << to_compact_json(marker);
+  manager m(cfg, tmp.path, comm);
+  auto resumed = m.resume(state);
+  REQUIRE(resumed);
+  CHECK(resumed->iteration == 2);
+  CHECK(log.has(severity::warning, "its metadata says iteration 4, its directory 7"));
 }
 
 TEST_CASE("a diverged metric (NaN, infinity) is stored as a string: the save stays readable") {

@@ -39,15 +39,26 @@ TEST_CASE("architecture takes the architecture fields only") {
   CHECK(mine.seed == 1234);
 }
 
-TEST_CASE("model takes the whole model config; cairn takes everything") {
+TEST_CASE("model takes the whole model config; cairn also the parts the program names, never the run") {
   fixture::trainer_config mine;
-  cairn::apply_stored_config(mine, cairn::to_json(stored()), &fixture::trainer_config::model,
+  mine.run.experiment_dir = "runs/mine";
+  auto theirs = stored();
+  theirs.run.experiment_dir = "runs/theirs";
+  theirs.train_iters = 99;
+  cairn::apply_stored_config(mine, cairn::to_json(theirs), &fixture::trainer_config::model,
                              cairn::model_config_type::model, "ckpt");
   CHECK(mine.model.dropout == 0.25);
   CHECK(mine.seed == 1234);
-  cairn::apply_stored_config(mine, cairn::to_json(stored()), &fixture::trainer_config::model,
+  cairn::apply_stored_config(mine, cairn::to_json(theirs), &fixture::trainer_config::model,
                              cairn::model_config_type::cairn, "ckpt");
+  CHECK(mine.model.dropout == 0.25);
+  CHECK(mine.seed == 1234); // not named
+  cairn::apply_stored_config(mine, cairn::to_json(theirs), &fixture::trainer_config::model,
+                             cairn::model_config_type::cairn, "ckpt", &fixture::trainer_config::seed);
   CHECK(mine.seed == 7);
+  // A run started from another run's checkpoint keeps its own directory and schedule.
+  CHECK(mine.run.experiment_dir == "runs/mine");
+  CHECK(mine.train_iters == 0);
 }
 
 TEST_CASE("a stored config that does not parse names the checkpoint") {

@@ -238,7 +238,7 @@ TEST_CASE("a shutdown exits 0 after its checkpoint; an export inspects, verifies
   temp_dir tmp;
   auto dir = tmp / "run";
   auto options = plus(base, {"training.shutdown.interval=8", "training.export.interval=8",
-                             "training.export.format=external", "training.export.model_type=cairn_mlp"});
+                             "training.export.format=external"}); // model_type: the program's converter
   auto first = train(2, dir, options);
   REQUIRE(first.status == 0);
   CHECK(first.output.find("shutdown after iteration 8") != std::string::npos);
@@ -262,7 +262,7 @@ TEST_CASE("a shutdown exits 0 after its checkpoint; an export inspects, verifies
   // "architecture" takes the export's sizes.
   auto fresh = train(1, tmp / "fine-tune",
                      {"training.train_iters=2", "model.hidden=64", "pretrained.path=" + exported.string(),
-                      "pretrained.format=external", "pretrained.model_type=cairn_mlp"});
+                      "pretrained.format=external"}); // model_type: from the export's config.json
   REQUIRE(fresh.status == 0);
   CHECK(fresh.output.find("initialised from") != std::string::npos);
   // The same from a checkpoint of the run (two ranks' shards into one): its stored metadata
@@ -275,6 +275,21 @@ TEST_CASE("a shutdown exits 0 after its checkpoint; an export inspects, verifies
                                 "pretrained.format=distributed"});
   REQUIRE(from_checkpoint.status == 0);
   CHECK(from_checkpoint.output.find("initialised from") != std::string::npos);
+
+  // A run started from a pretrained checkpoint of another architecture checkpoints, and resumes:
+  // the pretrained config applies on every start, as in the seed.
+  std::vector<std::string> fine_tune{"training.train_iters=4", "training.checkpoint.interval=2", "model.hidden=64",
+                                     "pretrained.path=" + checkpoint.string(), "pretrained.format=distributed"};
+  auto interrupted = train(1, tmp / "fine-tune-2", plus(fine_tune, {"training.train_iters=2"}));
+  REQUIRE(interrupted.status == 0);
+  auto continued = train(1, tmp / "fine-tune-2", fine_tune);
+  REQUIRE(continued.status == 0);
+  CHECK(continued.output.find("resumed from " + (tmp / "fine-tune-2" / "checkpoints" / "2").string()) !=
+        std::string::npos);
+  // Without model_weights, the pretrained config applies and the weights are initialised.
+  auto config_only = train(1, tmp / "config-only", plus(fine_tune, {"pretrained.model_weights=false"}));
+  REQUIRE(config_only.status == 0);
+  CHECK(config_only.output.find("initialised from") == std::string::npos);
 
   // A damaged export fails verification, naming the file.
   {

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,16 +44,103 @@ TEST_CASE("keep_every keeps every n-th save forever, not counted in keep") {
   cairn::checkpoint_config config;
   config.interval = 10;
   config.keep = 2;
-  config.keep_every = 3; // saves number 3, 6, 9...: iterations 30, 60, 90
-  CHECK(config.kept_forever(30));
-  CHECK_FALSE(config.kept_forever(40));
+  config.keep_every = 3;
+  // The seed's get_count: (iteration - offset) // interval + 1, so iteration 20 is count 3.
+  CHECK(config.count(20) == 3);
+  CHECK(config.kept_forever(20));
+  CHECK(config.kept_forever(50));
+  CHECK_FALSE(config.kept_forever(30));
   CHECK_FALSE(config.kept_forever(35)); // not a firing (a final save off the schedule)
-  CHECK(config.to_delete({10, 20, 30, 40, 50, 60, 70, 80}) == iterations{10, 20, 40, 50});
+  CHECK(config.to_delete({10, 20, 30, 40, 50, 60, 70, 80}) == iterations{10, 30, 40});
   // The two newest non-permanent saves stay, whatever the permanent ones in between.
   CHECK(config.to_delete({10, 20, 30}) == iterations{});
   config.offset = 5; // firings at 5, 15, 25...: the third is 25
   CHECK(config.kept_forever(25));
   CHECK_FALSE(config.kept_forever(30));
+}
+
+TEST_CASE("a save off the schedule (a final save at a stop) is never counted nor deleted") {
+  cairn::checkpoint_config config;
+  config.interval = 10;
+  config.keep = 1;
+  CHECK(config.to_delete({10, 20, 25}) == iterations{10});
+  CHECK(config.to_delete({25, 30}) == iterations{});
+}
+
+namespace {
+
+/// The seed's retention, from its formulas (fast_llm/engine/training/config.py: IntervalConfig
+/// and TrainingCheckpointBaseConfig.to_delete), with Python's floor division and modulo.
+struct seed_schedule {
+  std::int64_t interval, offset;
+  std::optional<std::int64_t> keep, keep_every;
+
+  static std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+    return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+  }
+  static std::int64_t py_mod(std::int64_t a, std::int64_t b) { return a - b * floor_div(a, b); }
+  [[nodiscard]] bool enabled(std::int64_t it) const { return py_mod(it - offset, interval) == 0; }
+  [[nodiscard]] std::int64_t get_count(std::int64_t it) const { return floor_div(it - offset, interval) + 1; }
+  [[nodiscard]] iterations to_delete(iterations its) const {
+    if (!keep) return {};
+    iterations on_schedule, counted;
+    for (auto it : its)
+      if (enabled(it)) on_schedule.push_back(it);
+    for (auto it : on_schedule)
+      if (!keep_every || py_mod(get_count(it), *keep_every) != 0) counted.push_back(it);
+    if (static_cast<std::int64_t>(counted.size()) <= *keep) return {};
+    return iterations(counted.begin(), counted.end() - *keep);
+  }
+};
+
+/// What is left on disk after a run of `length` iterations that saves where `saves` says,
+/// applying `to_delete` after every save, as the seed's trainer does.
+template <class Schedule> iterations left_after(Schedule const& schedule, std::int64_t length, bool final_save) {
+  iterations disk;
+  for (std::int64_t it = 1; it <= length; ++it) {
+    if (!(schedule.enabled(it) || (final_save && it == length))) continue;
+    disk.push_back(it);
+    for (auto gone : schedule.to_delete(disk)) std::erase(disk, gone);
+  }
+  return disk;
+}
+
+} // namespace
+
+TEST_CASE("retention matches the seed's to_delete over many schedules") {
+  // The example of the seed's formulas: interval 10, offset 0, keep 3, keep_every 4, 120
+  // iterations.
+  cairn::checkpoint_config example;
+  example.interval = 10;
+  example.keep = 3;
+  example.keep_every = 4;
+  CHECK(left_after(example, 120, true) == iterations{30, 70, 90, 100, 110, 120});
+
+  int cases = 0;
+  for (std::int64_t interval = 1; interval <= 6; ++interval)
+    for (std::int64_t offset = 0; offset < interval; ++offset)
+      for (std::int64_t keep = 0; keep <= 3; ++keep)
+        for (std::int64_t keep_every = 0; keep_every <= 3; ++keep_every)
+          for (std::int64_t length : {1, 7, 13, 24})
+            for (bool final_save : {false, true}) {
+              auto kept = keep ? std::optional<std::int64_t>(keep) : std::nullopt;
+              auto every = keep_every ? std::optional<std::int64_t>(keep_every) : std::nullopt;
+              cairn::checkpoint_config mine;
+              mine.interval = interval;
+              mine.offset = offset;
+              mine.keep = kept;
+              mine.keep_every = every;
+              seed_schedule seed{interval, offset, kept, every};
+              CAPTURE(interval);
+              CAPTURE(offset);
+              CAPTURE(keep);
+              CAPTURE(keep_every);
+              CAPTURE(length);
+              CAPTURE(final_save);
+              CHECK(left_after(mine, length, final_save) == left_after(seed, length, final_save));
+              ++cases;
+            }
+  CHECK(cases == 21 * 4 * 4 * 4 * 2);
 }
 
 TEST_CASE("the resume checkpoint always saves weights and optimizer state, distributed") {
@@ -129,6 +218,8 @@ TEST_CASE("checkpoints or exports without an experiment directory are an error")
   CHECK_THROWS_AS(cairn::from_string<cairn::trainer_config>(R"({"training": {"export": {"interval": 10}}})"),
                   cairn::config_error);
   CHECK_NOTHROW(cairn::from_string<cairn::trainer_config>(R"({})"));
+  // As in the seed: a run that trains without saving anything needs no directory.
+  CHECK_NOTHROW(cairn::from_string<cairn::trainer_config>(R"({"training": {"train_iters": 100}})"));
 }
 
 TEST_CASE("a config file written for the seed's system loads") {

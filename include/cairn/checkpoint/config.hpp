@@ -31,7 +31,7 @@ BOOST_DEFINE_ENUM_CLASS(model_config_type,
                         none,         ///< keep the caller's config; only compare architectures (warn on mismatch)
                         architecture, ///< take the architecture fields; loading weights into another is an error
                         model,        ///< take the whole model config
-                        cairn)        ///< take everything, the distributed layout included
+                        cairn) ///< take the model's whole config, its distributed layout included (never the run)
 
 constexpr bool loads_architecture(model_config_type t) noexcept { return t != model_config_type::none; }
 constexpr bool loads_base_model(model_config_type t) noexcept {
@@ -59,18 +59,15 @@ constexpr auto cairn_fields(checkpoint_path_mixin const*) {
 struct checkpoint_format_mixin {
   checkpoint_format format = checkpoint_format::distributed;
   std::string model_type;
-
-  void validate(validation& v) {
-    if (format == checkpoint_format::external && model_type.empty())
-      v.error("model_type", "required for the external format (it names the converter, e.g. \"llama\")");
-  }
 };
 BOOST_DESCRIBE_STRUCT(checkpoint_format_mixin, (), (format, model_type))
 
 constexpr auto cairn_fields(checkpoint_format_mixin const*) {
   return fields(field(&checkpoint_format_mixin::format, "Format of the checkpoint.", hint::core),
                 field(&checkpoint_format_mixin::model_type,
-                      "Model type of the external format, naming its converter. Unused by the other formats.",
+                      "Model type of the external format, naming its converter. Optional: on load the "
+                      "checkpoint's config.json names it, on save the program's converter does; when given, it "
+                      "must match them. Unused by the other formats.",
                       hint::core));
 }
 

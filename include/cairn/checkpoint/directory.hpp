@@ -97,6 +97,9 @@ public:
       auto document = read_json_file(marker);
       auto const* files = document.is_object() ? document.as_object().if_contains("files") : nullptr;
       if (!files || !files->is_object()) return marker.string() + ": no \"files\" object";
+      auto const* recorded = document.as_object().if_contains("iteration");
+      if (recorded && (!recorded->is_int64() || recorded->as_int64() != iteration))
+        return marker.string() + ": the save of another iteration (" + detail::compact(*recorded) + ")";
       for (auto const& [name, entry] : files->as_object()) {
         auto file = dir / std::string(name);
         // {"size": n, "xxh3": "…"}; markers written before header checksums hold the size alone.

@@ -173,6 +173,13 @@ template <class Model> struct converter {
 };
 
 namespace detail {
+/// A config_error when `requested` (a config's model_type; empty: any) is not the converter's.
+template <class Model> void check_model_type(converter<Model> const& conv, std::string const& requested) {
+  if (!requested.empty() && requested != conv.model_type)
+    throw config_error({{"model_type", "\"" + requested + "\" has no converter in this program (it converts \"" +
+                                           conv.model_type + "\")"}});
+}
+
 inline std::string shard_file(std::size_t i, std::size_t n) {
   char name[64];
   std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, n);
@@ -185,6 +192,7 @@ inline std::string shard_file(std::size_t i, std::size_t n) {
 template <class Model, class Comm> void save(model_state const& state, Comm& comm, converter<Model> const& conv,
                                              Model const& model, checkpoint_save_config const& config) {
   state.check();
+  detail::check_model_type(conv, config.model_type);
   auto ranks = cairn::detail::all_rank_layouts(state, comm);
   auto parameters = cairn::detail::parameters_of(ranks);
 
@@ -252,16 +260,21 @@ template <class Model, class Comm> void save(model_state const& state, Comm& com
   });
 }
 
-/// The model config of an external checkpoint, through the converter's config mapping.
-template <class Model> Model load_config(converter<Model> const& conv, std::filesystem::path const& path) {
-  auto file = path / "config.json";
+/// The model config of an external checkpoint, through the converter's config mapping. The
+/// checkpoint's config.json must name the converter's model type; `model_type` (the load
+/// config's, optional) must too when given.
+template <class Model>
+Model load_config(converter<Model> const& conv, std::filesystem::path const& path, std::string const& model_type = {}) {
+  detail::check_model_type(conv, model_type);
+  auto file = formats::external_config(path);
   auto document = read_json_file(file);
   if (!document.is_object()) throw config_error({{file.string(), "config.json must be a JSON object"}});
   auto theirs = document.get_object();
   auto const* type = theirs.if_contains("model_type");
   if (!type || *type != boost::json::value(conv.model_type))
-    throw config_error({{file.string(), "model_type must be \"" + conv.model_type + "\", got " +
-                                            (type ? cairn::detail::compact(*type) : std::string("nothing"))}});
+    throw config_error(
+        {{file.string(), "model_type " + (type ? cairn::detail::compact(*type) : std::string("(none)")) +
+                             " has no converter in this program (it converts \"" + conv.model_type + "\")"}});
   theirs.erase("model_type");
   return from_json<Model>(conv.config.to_ours(theirs, file.string()));
 }
@@ -280,6 +293,7 @@ template <class Model, class Comm> void load(model_state& state, Comm& comm, con
                                              Model const& model, checkpoint_load_config const& config,
                                              verification verify = verification::checksums) {
   state.check();
+  detail::check_model_type(conv, config.model_type);
   auto weights_only = config;
   weights_only.model_weights = true;
   weights_only.optimizer_state = false;

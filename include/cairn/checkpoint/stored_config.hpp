@@ -16,15 +16,18 @@ namespace cairn {
 ///   none          keep `mine`; a different architecture is a warning
 ///   architecture  take the stored model's architecture fields
 ///   model         take the whole stored model config
-///   cairn         take the whole stored program config
+///   cairn         take the whole stored model config and the other parts of the model's
+///                 config the program names in `also` (its distributed layout, say); never the
+///                 run directory, the schedules or the pretrained section (the seed's
+///                 `fast_llm`)
 /// `model` names the program's model config. Then validates `mine` again. A stored config
 /// that does not parse is a config_error naming `source`.
 ///
-///     cairn::apply_stored_config(cfg, metadata.config, &trainer_config::model, cfg.pretrained.load_config,
-///                                path.string());
-template <described_config Program, described_config Model>
+///     cairn::apply_stored_config(cfg, metadata.config, &my_config::model, cfg.pretrained.load_config,
+///                                path.string(), &my_config::distributed);
+template <described_config Program, described_config Model, class... Also>
 void apply_stored_config(Program& mine, boost::json::value const& stored, Model Program::*model, model_config_type how,
-                         std::string const& source) {
+                         std::string const& source, Also Program::*... also) {
   Program theirs;
   try {
     theirs = parse_lenient<Program>(stored).config; // keys this program no longer has are ignored
@@ -44,7 +47,8 @@ void apply_stored_config(Program& mine, boost::json::value const& stored, Model 
     mine.*model = theirs.*model;
     break;
   case model_config_type::cairn:
-    mine = theirs;
+    mine.*model = theirs.*model;
+    ((mine.*also = theirs.*also), ...);
     break;
   }
   validate(mine);

@@ -21,21 +21,22 @@ struct checkpoint_base_config : interval_config {
   std::optional<std::int64_t> keep;
   std::optional<std::int64_t> keep_every;
 
-  /// Whether the save at `iteration` is one of the every-`keep_every`-th kept forever. Saves
-  /// are numbered from the first one after iteration 0 (training iterations start at 1).
+  /// Whether the save at `iteration` is one of the every-`keep_every`-th kept forever: a firing
+  /// whose count (`count(iteration)`, the seed's `get_count`) is a multiple of `keep_every`.
   [[nodiscard]] bool kept_forever(std::int64_t iteration) const noexcept {
-    return keep_every && enabled(iteration) && (count(iteration) - count(0)) % *keep_every == 0;
+    return keep_every && enabled(iteration) && count(iteration) % *keep_every == 0;
   }
 
-  /// Which of the saves at `iterations` to delete, oldest first: all but the `keep` newest,
-  /// not counting those kept forever. Unset `keep` deletes nothing.
+  /// Which of the saves at `iterations` to delete, oldest first, as the seed's `to_delete`:
+  /// saves off the schedule (a final save at a stop) are never counted nor deleted, those kept
+  /// forever neither, and of the rest all but the `keep` newest go. Unset `keep` deletes nothing.
   [[nodiscard]] std::vector<std::int64_t> to_delete(std::vector<std::int64_t> iterations) const {
     std::vector<std::int64_t> candidates;
     if (!keep) return candidates;
     std::sort(iterations.begin(), iterations.end());
     iterations.erase(std::unique(iterations.begin(), iterations.end()), iterations.end());
     for (auto iteration : iterations)
-      if (!kept_forever(iteration)) candidates.push_back(iteration);
+      if (enabled(iteration) && !kept_forever(iteration)) candidates.push_back(iteration);
     auto excess = static_cast<std::ptrdiff_t>(candidates.size()) - static_cast<std::ptrdiff_t>(*keep);
     candidates.resize(static_cast<std::size_t>(std::max<std::ptrdiff_t>(excess, 0)));
     return candidates;
@@ -73,7 +74,7 @@ BOOST_DESCRIBE_STRUCT(checkpoint_config, (checkpoint_base_config), ())
 constexpr auto cairn_fields(checkpoint_config const*) {
   return fields(
       update(&checkpoint_config::interval)
-          .description("Iterations between checkpoints. Unset disables checkpoints (a final one is still saved)."),
+          .description("Iterations between checkpoints. Unset disables checkpoints, the final one included."),
       update(&checkpoint_config::keep).description("Checkpoints to keep; older ones are deleted. Unset keeps all."));
 }
 

@@ -41,11 +41,8 @@ namespace cairn {
 ///     cairn::checkpoint_manager manager(cfg.training, cfg.run.experiment_dir, comm);
 ///     auto resumed = manager.resume(state);      // newest complete checkpoint, any layout
 ///     manager.preflight(state);                  // writable, enough space, before step one
-///     for (auto it = resumed ? resumed->iteration + 1 : 1; it <= cfg.training.train_iters; ++it) {
-///       train_one_iteration();
-///       if (manager.step(it, state)) break;      // a shutdown: exit 0
-///     }
-///     manager.finish();
+///     for (auto it = resumed ? resumed->iteration + 1 : 1; it <= cfg.training.train_iters; ++it)
+///       if (train(it), manager.step(it, state)) break;   // a shutdown or a stop signal
 template <comm::communicator Comm> class checkpoint_manager {
 public:
   /// Saves an export in the external format, typically through a converter:
@@ -78,6 +75,7 @@ public:
   /// when none loads, an error lists why. Collective.
   std::optional<resumed_checkpoint> resume(model_state& state) {
     finish();
+    if (experiment_dir_.empty()) return std::nullopt; // a run that saves nothing
     std::vector<std::int64_t> candidates;
     comm::all_succeed(comm_, "cannot look for checkpoints in " + checkpoints_.root().string(), [&] {
       if (comm_.rank() != 0) return;
@@ -111,20 +109,23 @@ public:
       if (comm_.rank() != 0) return;
       if (config_.export_.enabled() && config_.export_.format == checkpoint_format::external && !exporter_)
         throw error("training.export.format is external: give the checkpoint manager an exporter (set_exporter)");
-      if (experiment_dir_.empty()) throw error("run.experiment_dir: required to save checkpoints");
-      probe_writable(checkpoints_.root());
+      if (!config_.checkpoint.enabled() && !config_.export_.enabled()) return; // nothing to save
+      if (experiment_dir_.empty()) throw error("run.experiment_dir: required to save checkpoints or exports");
+      if (config_.checkpoint.enabled()) probe_writable(checkpoints_.root());
       if (config_.export_.enabled()) probe_writable(exports_.root());
       lock();
       auto end = config_.train_iters;
-      auto checkpoint_slots = saves_on_disk(config_.checkpoint, start_, end, checkpoints_.complete().size());
-      auto export_slots =
-          config_.export_.enabled() ? saves_on_disk(config_.export_, start_, end, exports_.complete().size()) : 0;
+      auto slots = [&](checkpoint_base_config const& schedule, save_directory const& dir) -> std::uint64_t {
+        return schedule.enabled() ? saves_on_disk(schedule, start_, end, dir.complete().size()) : 0;
+      };
+      auto checkpoint_slots = slots(config_.checkpoint, checkpoints_), export_slots = slots(config_.export_, exports_);
       check_disk_space(experiment_dir_, {checkpoint_slots, checkpoint_bytes, export_slots, export_bytes});
     });
   }
 
   /// Called on every rank after iteration `iteration` (counted from 1) is trained: saves a
-  /// checkpoint and an export when their schedules fire, and both at the last iteration;
+  /// checkpoint and an export when their schedules fire, and at the last iteration each one
+  /// that is enabled;
   /// commits a background save that has finished. Returns true when the run must stop: a
   /// shutdown fired, or a stop signal reached any rank (`preempted()`; a checkpoint is then saved
   /// at this iteration when checkpoints are enabled). The checkpoint is complete on return and
@@ -133,11 +134,13 @@ public:
     if (writer_.pending() && comm::all_of(comm_, writer_.ready())) commit_pending();
     preempted_ = signals_ && comm::any_of(comm_, signals_->received() != 0);
     bool last = config_.train_iters > 0 && iteration >= config_.train_iters;
-    bool checkpoint = config_.checkpoint.enabled(iteration) || last || (preempted_ && config_.checkpoint.enabled());
+    // The seed's rule: at a stop (the end, a shutdown, a signal), a checkpoint when checkpoints
+    // are enabled at all, on the schedule or not; likewise an export at the end.
+    bool stop = preempted_ || config_.shutdown.enabled(iteration);
+    bool checkpoint = config_.checkpoint.enabled(iteration) || ((last || stop) && config_.checkpoint.enabled());
     if (checkpoint && last_checkpoint_ != iteration) save(iteration, state, metadata);
     if ((config_.export_.enabled(iteration) || (last && config_.export_.enabled())) && last_export_ != iteration)
       save_export(iteration, state, metadata);
-    bool stop = preempted_ || config_.shutdown.enabled(iteration);
     if (stop || last) finish();
     return stop;
   }
@@ -223,15 +226,15 @@ private:
   void stage(save_directory& dir, std::int64_t iteration) {
     comm::all_succeed(comm_, "cannot prepare " + dir.staging(iteration).string(), [&] {
       if (comm_.rank() != 0) return;
+      if (experiment_dir_.empty()) throw error("run.experiment_dir: required to save checkpoints or exports");
       lock();
       dir.begin(iteration);
     });
   }
 
-  /// Rank 0 takes the experiment directory for this run, once: before it resumes, checks or
-  /// saves anything.
+  /// Rank 0 takes the experiment directory, once: before it resumes, checks or saves anything.
   void lock() {
-    if (!lock_) lock_.emplace(experiment_dir_);
+    if (!lock_ && !experiment_dir_.empty()) lock_.emplace(experiment_dir_);
   }
 
   /// Rank 0 removes what a failed save left, as well as it can.

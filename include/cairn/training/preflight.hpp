@@ -49,11 +49,11 @@ inline std::uint64_t whole_bytes(rank_layout const& layout, std::size_t shards, 
 inline std::uint64_t saves_on_disk(checkpoint_base_config const& schedule, std::int64_t start, std::int64_t end,
                                    std::size_t existing) {
   std::int64_t saves = schedule.count(end) - schedule.count(start);
-  if (!schedule.enabled(end) && end > start) ++saves; // the final save
+  if (schedule.enabled() && !schedule.enabled(end) && end > start) ++saves; // the final save
   std::int64_t forever = 0;
   if (schedule.keep_every)
     for (auto it = schedule.count(start) + 1; it <= schedule.count(end); ++it)
-      if ((it - schedule.count(0)) % *schedule.keep_every == 0) ++forever;
+      if (it % *schedule.keep_every == 0) ++forever;
   std::int64_t kept =
       schedule.keep ? std::max<std::int64_t>(*schedule.keep - static_cast<std::int64_t>(existing), 0) + 1 : saves;
   return static_cast<std::uint64_t>(std::max<std::int64_t>(std::min(kept, saves) + forever, 1));

@@ -8,6 +8,7 @@
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/comm/collectives.hpp>
+#include <cairn/config/json.hpp>
 #include <cairn/diagnostics.hpp>
 
 #include <cstdint>
@@ -60,8 +61,16 @@ std::optional<resumed_checkpoint> load_newest(save_directory const& checkpoints,
     load.optimizer_state = true;
     try {
       resumed_checkpoint out{iteration, load.path, {}};
-      comm::all_succeed(comm, "cannot load " + load.path.string(),
-                        [&] { out.metadata = load_checkpoint(state, comm, load, verify); });
+      comm::all_succeed(comm, "cannot load " + load.path.string(), [&] {
+        out.metadata = load_checkpoint(state, comm, load, verify);
+        // As the seed checks: the checkpoint is of the iteration its directory names.
+        auto const* stored =
+            out.metadata.metadata.is_object() ? out.metadata.metadata.get_object().if_contains("iteration") : nullptr;
+        if (!stored || !stored->is_int64() || stored->get_int64() != iteration)
+          throw error(load.path.string() + ": its metadata says iteration " +
+                      (stored ? to_compact_json(*stored) : std::string("nothing")) + ", its directory " +
+                      std::to_string(iteration));
+      });
       return out;
     } catch (std::exception const& e) {
       failures += std::string("\n  ") + e.what();

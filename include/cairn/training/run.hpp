@@ -39,31 +39,35 @@ struct start_plan {
 };
 
 /// Decides, before the model is built, where the run `cfg` starts: resumed when its experiment
-/// directory holds a complete checkpoint, else from `pretrained` when it names a path, else
-/// fresh. Starting from `pretrained`, the config the checkpoint stores is applied to `cfg` as
-/// `pretrained.load_config` says (`model` names the program's model config). For the external
-/// format, `external_model` reads the model config of the checkpoint (through the program's
-/// converter, e.g. `cairn::external::load_config`). Every rank calls it on the shared
-/// directory.
+/// directory holds a complete checkpoint, else from `pretrained` when it names a path and asks
+/// for the model weights, else fresh. When `pretrained` names a path, the config its checkpoint
+/// stores is applied to `cfg` as `pretrained.load_config` says on every start, resumed or not
+/// (as the seed applies it at validation), so a resumed run has the architecture it was
+/// started with. `model` names the program's model config. For the external format,
+/// `external_model` reads the model config of the checkpoint (through the program's converter,
+/// e.g. `cairn::external::load_config`). Every rank calls it on the shared directory.
 template <class Program, class Model> start_plan
 plan_start(Program& cfg, Model Program::*model,
            std::type_identity_t<std::function<Model(std::filesystem::path const&)>> const& external_model = {}) {
   trainer_config const& run = cfg;
-  if (!save_directory(experiment_layout{run.run.experiment_dir}.checkpoints()).complete().empty())
-    return {start_kind::resumed};
-  if (!run.has_pretrained()) return {start_kind::fresh};
-  auto const& pretrained = run.pretrained;
-  boost::json::value stored;
-  if (pretrained.format == checkpoint_format::external) {
-    if (!external_model) throw error("pretrained.format is external: plan_start needs the model's converter");
-    auto as_stored = cfg;
-    as_stored.*model = external_model(pretrained.path);
-    stored = to_json(as_stored);
-  } else {
-    stored = read_stored_metadata(pretrained.path, pretrained.format).config;
+  if (run.has_pretrained()) {
+    auto const& pretrained = run.pretrained;
+    boost::json::value stored;
+    if (pretrained.format == checkpoint_format::external) {
+      if (!external_model) throw error("pretrained.format is external: plan_start needs the model's converter");
+      auto as_stored = cfg;
+      as_stored.*model = external_model(pretrained.path);
+      stored = to_json(as_stored);
+    } else {
+      stored = read_stored_metadata(pretrained.path, pretrained.format).config;
+    }
+    apply_stored_config(cfg, stored, model, pretrained.load_config, pretrained.path.string());
   }
-  apply_stored_config(cfg, stored, model, pretrained.load_config, pretrained.path.string());
-  return {start_kind::pretrained};
+  if (!run.run.experiment_dir.empty() &&
+      !save_directory(experiment_layout{run.run.experiment_dir}.checkpoints()).complete().empty())
+    return {start_kind::resumed};
+  if (run.has_pretrained() && run.pretrained.model_weights) return {start_kind::pretrained};
+  return {start_kind::fresh};
 }
 
 /// Where a run started: how, from which iteration (0 unless resumed) and which checkpoint.
@@ -74,9 +78,10 @@ struct run_start {
 };
 
 /// Carries out `plan` on the built model's `state`: resumes through `manager` (which also
-/// removes what interrupted saves left), or loads `pretrained` (the external format through
-/// `load_external`, typically `cairn::external::load` with the program's converter), or leaves
-/// the state as it is. Collective.
+/// removes what interrupted saves left), or loads `pretrained` (its weights, and its optimizer
+/// state when `optimizer_state` asks; the external format through `load_external`, typically
+/// `cairn::external::load` with the program's converter), or leaves the state as it is (a
+/// pretrained config without `model_weights` initialises, as in the seed). Collective.
 template <comm::communicator Comm>
 run_start start_run(checkpoint_manager<Comm>& manager, model_state& state, Comm& comm, start_plan plan,
                     checkpoint_load_config const& pretrained,

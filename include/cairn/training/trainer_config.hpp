@@ -35,7 +35,7 @@ struct trainer_config {
   [[nodiscard]] bool has_pretrained() const noexcept { return !pretrained.path.empty(); }
 
   void validate(validation& v) {
-    bool saves = training.checkpoint.enabled() || training.export_.enabled() || training.train_iters > 0;
+    bool saves = training.checkpoint.enabled() || training.export_.enabled();
     if (saves && run.experiment_dir.empty())
       v.error("run.experiment_dir", "required: this run saves checkpoints or exports");
   }
