@@ -370,6 +370,33 @@ int train(train_config cfg) {
   return 0;
 }
 
+/// `cairn-train convert key=value…`: `cairn convert`, plus the external format through this
+/// model's converter, both ways.
+int convert(std::vector<std::string> arguments) {
+  bool external_output = false, optimizer_given = false;
+  for (auto const& a : arguments) {
+    external_output = external_output || a == "output.format=external";
+    optimizer_given = optimizer_given || a.starts_with("output.optimizer_state=");
+  }
+  if (external_output && !optimizer_given) arguments.push_back("output.optimizer_state=false"); // it holds none
+  auto config = cairn::from_json<cairn::convert_config>(boost::json::object{}, arguments);
+  cairn::comm::any_communicator comm(cairn::comm::single_process{});
+  cairn::external::model_program<mlp_config> program{
+      [&](mlp_config const& model) {
+        train_config cfg;
+        cfg.model = model;
+        return trainer(cfg, comm).state();
+      },
+      [](mlp_config const& model) {
+        train_config cfg;
+        cfg.model = model;
+        return cairn::to_json(cfg);
+      },
+      [](boost::json::value const& stored) { return cairn::parse_lenient<train_config>(stored).config.model; }};
+  std::printf("%s\n", cairn::external::convert(config, converter(), program).c_str());
+  return 0;
+}
+
 } // namespace example
 
 int main(int argc, char** argv) {
@@ -379,7 +406,19 @@ int main(int argc, char** argv) {
   std::vector<std::string> overrides;
   bool print_config = false;
   auto usage = "usage: cairn-train [--config FILE.json] [--device cpu|cuda] [key.path=value ...]\n"
-               "       cairn-train --help | --schema | --print-config [--config FILE.json] [key.path=value ...]\n";
+               "       cairn-train --help | --schema | --print-config [--config FILE.json] [key.path=value ...]\n"
+               "       cairn-train convert input.path=... input.format=... output.path=... output.format=...\n";
+  if (!args.empty() && args[0] == "convert") {
+    try {
+      return example::convert({args.begin() + 1, args.end()});
+    } catch (cairn::config_error const& e) {
+      std::fprintf(stderr, "cairn-train convert: %s\n", e.what());
+      return 2;
+    } catch (std::exception const& e) {
+      std::fprintf(stderr, "cairn-train convert: %s\n", e.what());
+      return 1;
+    }
+  }
   for (std::size_t i = 0; i < args.size(); ++i) {
     auto const& a = args[i];
     if (a == "--help" || a == "-h") {

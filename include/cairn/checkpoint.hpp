@@ -10,6 +10,7 @@
 #include <cairn/checkpoint/convert.hpp>
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/external.hpp>
+#include <cairn/checkpoint/external_convert.hpp>
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/metadata.hpp>

@@ -291,6 +291,28 @@ TEST_CASE("a shutdown exits 0 after its checkpoint; an export inspects, verifies
   REQUIRE(config_only.status == 0);
   CHECK(config_only.output.find("initialised from") == std::string::npos);
 
+  // The external format through the model's converter, both ways: export -> state_dict ->
+  // export again, the same tensors.
+  auto as_state_dict = tmp / "as-state-dict";
+  auto converted = run({CAIRN_TRAIN, "convert", "input.path=" + exported.string(), "input.format=external",
+                        "output.path=" + as_state_dict.string(), "output.format=state_dict"},
+                       tmp / "convert1");
+  REQUIRE(converted.status == 0);
+  CHECK(tool({"verify", as_state_dict.string()}, tmp / "verify4").status == 0);
+  auto back = tmp / "back";
+  REQUIRE(run({CAIRN_TRAIN, "convert", "input.path=" + as_state_dict.string(), "input.format=state_dict",
+               "output.path=" + back.string(), "output.format=external"},
+              tmp / "convert2")
+              .status == 0);
+  CHECK(tensors_of(back / "model.safetensors") == tensors_of(exported / "model.safetensors"));
+  CHECK(text_of(back / "config.json") == text_of(exported / "config.json"));
+  // Not into its own input.
+  auto onto = run({CAIRN_TRAIN, "convert", "input.path=" + back.string(), "input.format=external",
+                   "output.path=" + back.string(), "output.format=state_dict"},
+                  tmp / "convert3");
+  CHECK(onto.status == 2);
+  CHECK(onto.output.find("overlaps the input") != std::string::npos);
+
   // A damaged export fails verification, naming the file.
   {
     auto file = exported / "model.safetensors";
