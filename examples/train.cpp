@@ -397,6 +397,19 @@ int convert(std::vector<std::string> arguments) {
   return 0;
 }
 
+/// What `run` returns, or 2 for a config error and 1 for any other, each printed after `who`.
+template <class Run> int exit_status(char const* who, Run&& run) {
+  try {
+    return run();
+  } catch (cairn::config_error const& e) {
+    std::fprintf(stderr, "%s: invalid configuration: %s\n", who, e.what());
+    return 2;
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "%s: error: %s\n", who, e.what());
+    return 1;
+  }
+}
+
 } // namespace example
 
 int main(int argc, char** argv) {
@@ -408,17 +421,10 @@ int main(int argc, char** argv) {
   auto usage = "usage: cairn-train [--config FILE.json] [--device cpu|cuda] [key.path=value ...]\n"
                "       cairn-train --help | --schema | --print-config [--config FILE.json] [key.path=value ...]\n"
                "       cairn-train convert input.path=... input.format=... output.path=... output.format=...\n";
-  if (!args.empty() && args[0] == "convert") {
-    try {
+  if (!args.empty() && args[0] == "convert")
+    return example::exit_status("cairn-train convert", [&] {
       return example::convert({args.begin() + 1, args.end()});
-    } catch (cairn::config_error const& e) {
-      std::fprintf(stderr, "cairn-train convert: %s\n", e.what());
-      return 2;
-    } catch (std::exception const& e) {
-      std::fprintf(stderr, "cairn-train convert: %s\n", e.what());
-      return 1;
-    }
-  }
+    });
   for (std::size_t i = 0; i < args.size(); ++i) {
     auto const& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -444,7 +450,7 @@ int main(int argc, char** argv) {
       overrides.push_back(a);
     }
   }
-  try {
+  return example::exit_status("cairn-train", [&] {
     auto cfg = file ? cairn::load<train_config>(*file, overrides)
                     : cairn::from_json<train_config>(boost::json::object{}, overrides);
     if (print_config) {
@@ -452,11 +458,5 @@ int main(int argc, char** argv) {
       return 0;
     }
     return example::train(std::move(cfg));
-  } catch (cairn::config_error const& e) {
-    std::fprintf(stderr, "cairn-train: invalid configuration: %s\n", e.what());
-    return 2;
-  } catch (std::exception const& e) {
-    std::fprintf(stderr, "cairn-train: error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -61,6 +61,18 @@ manager_options sync_options() {
   return o;
 }
 
+/// A run of `iterations` in `dir` with a checkpoint every 2 iterations, all kept, saved
+/// synchronously and finished; its training config.
+training_config finished_run(std::filesystem::path const& dir, comm::single_process& comm, model_state& state,
+                             std::int64_t iterations) {
+  auto cfg = schedule(R"({"checkpoint": {"interval": 2, "keep": null}})");
+  cfg.train_iters = iterations;
+  manager m(cfg, dir, comm, sync_options());
+  train(m, state, 1, iterations);
+  m.finish();
+  return cfg;
+}
+
 } // namespace
 
 TEST_CASE("checkpoints follow their interval, the last iteration, keep and keep_every") {
@@ -472,13 +484,8 @@ TEST_CASE("one run at a time: a second manager on the directory fails before it 
 TEST_CASE("a rank file copied from another save (same size) is refused: resume falls back, verify fails") {
   temp_dir tmp;
   comm::single_process comm;
-  auto cfg = schedule(R"({"train_iters": 6, "checkpoint": {"interval": 2, "keep": null}})");
   auto state = manager_test::make(0, 1, 0);
-  {
-    manager m(cfg, tmp.path, comm, sync_options());
-    train(m, state, 1, 6);
-    m.finish();
-  }
+  auto cfg = finished_run(tmp.path, comm, state, 6);
   auto six = tmp / "checkpoints" / "6";
   REQUIRE(verify_checkpoint(six).ok());
   std::filesystem::copy_file(tmp / "checkpoints" / "4" / "rank_0.safetensors", six / "rank_0.safetensors",
@@ -555,13 +562,8 @@ TEST_CASE("a stop signal ends the run after the current iteration, with a checkp
 TEST_CASE("a checkpoint in the directory of another iteration is not resumed from") {
   temp_dir tmp;
   comm::single_process comm;
-  auto cfg = schedule(R"({"train_iters": 4, "checkpoint": {"interval": 2, "keep": null}})");
   auto state = manager_test::make(0, 1, 0);
-  {
-    manager m(cfg, tmp.path, comm, sync_options());
-    train(m, state, 1, 4);
-    m.finish();
-  }
+  auto cfg = finished_run(tmp.path, comm, state, 4);
   auto root = tmp / "checkpoints";
   std::filesystem::rename(root / "4", root / "7");
   captured log;
