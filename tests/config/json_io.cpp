@@ -103,3 +103,26 @@ TEST_CASE("a missing file is an error naming it") {
   auto text = message_of([] { cairn::load<fixture::trainer_config>("/nonexistent/run.json"); });
   CHECK(text == "1 config error:\n  /nonexistent/run.json: cannot open: No such file or directory");
 }
+
+TEST_CASE("a key given twice in one object is an error naming its path, however it is spelt") {
+  CHECK(message_of([] { cairn::from_string<fixture::trainer_config>(R"({"seed": 1, "seed": 2})"); }) ==
+        "1 config error:\n  <string>: duplicate key 'seed'");
+  // An escaped spelling of the same key, nested and inside an array.
+  CHECK(message_of([] {
+          cairn::from_string<fixture::trainer_config>(R"({"model": {"layers": 1, "l\u0061yers": 2}})");
+        }) == "1 config error:\n  <string>: duplicate key 'model.layers'");
+  CHECK_THROWS_WITH_AS(cairn::parse_json(R"({"a": [{"k": 1}, {"k": 1, "k": 2}]})", "f.json"),
+                       "1 config error:\n  f.json: duplicate key 'a[1].k'", cairn::config_error);
+  CHECK_THROWS_AS(cairn::parse_json("{\"\\ud83d\\ude00\": 1, \"\xf0\x9f\x98\x80\": 2}"), cairn::config_error);
+  CHECK_THROWS_AS(cairn::parse_json(R"({"a\"b": 1, "a\u0022b": 2})"), cairn::config_error);
+  CHECK_NOTHROW(cairn::parse_json(R"({"a\"b": 1, "a\\b": 2, "x": "k\": 1"})"));
+  // The same key in different objects is fine.
+  CHECK_NOTHROW(cairn::parse_json(R"({"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 1}, {"k": 2}]})"));
+}
+
+TEST_CASE("a config file larger than 64 MiB is refused before it is read whole") {
+  if (std::filesystem::exists("/dev/zero")) {
+    auto text = message_of([] { cairn::load<fixture::trainer_config>("/dev/zero"); });
+    CHECK(text == "1 config error:\n  /dev/zero: larger than 64 MiB: not a config file");
+  }
+}

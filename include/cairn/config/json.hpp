@@ -52,12 +52,18 @@ CAIRN_DECL std::string line_and_column(std::string_view text, std::size_t offset
 
 } // namespace detail
 
-/// Parses JSON text; a syntax error is a config_error naming `source` and the line and column.
+/// Parses JSON text; a syntax error (line and column) or a key given twice in one object (its
+/// path, after unescaping) is a config_error naming `source`.
 CAIRN_DECL boost::json::value parse_json(std::string_view text, std::string_view source = "<string>");
 
-/// Reads a JSON file (a `std::filesystem::path` converts); an unreadable file or a syntax error
-/// is a config_error naming the file.
-CAIRN_DECL boost::json::value read_json_file(std::string const& file);
+/// The largest config file `load` reads (64 MiB): a path that names something else (a device, a
+/// data file) is an error before it fills memory.
+inline constexpr std::size_t max_config_file_size = std::size_t{64} << 20;
+
+/// Reads a JSON file (a `std::filesystem::path` converts) of at most `limit` bytes; an
+/// unreadable or larger file, a syntax error or a key given twice in one object is a
+/// config_error naming the file.
+CAIRN_DECL boost::json::value read_json_file(std::string const& file, std::size_t limit = std::size_t(-1));
 
 /// Reads a config from JSON without validating it. Unknown keys are errors.
 template <described_config T> T parse(boost::json::value const& document) {
