@@ -118,6 +118,19 @@ TEST_CASE("an old key in a file and the new key in an override do not clash") {
   CHECK_FALSE(config.pretrained.model_weights);
 }
 
+TEST_CASE("an old key in an override sets the new key a file already holds: the override wins") {
+  recorded log;
+  auto config = cairn::from_string<experiment_config>(R"({"pretrained": {"model_weights": true}})",
+                                                      {"pretrained.load_weights=false"});
+  CHECK_FALSE(config.pretrained.model_weights);
+  REQUIRE(log.messages.size() == 1);
+  CHECK(log.messages[0].find("load_weights") != std::string::npos);
+  // Old launch scripts that still pass the old booleans, on a migrated file.
+  auto merged = cairn::from_string<experiment_config>(R"({"pretrained": {"load_config": "model"}})",
+                                                      {"pretrained.override_architecture=true"});
+  CHECK(merged.pretrained.load_config == load_kind::architecture);
+}
+
 TEST_CASE("an old key works in an override too") {
   recorded log;
   auto config = cairn::from_string<experiment_config>("{}", {"pretrained.load_weights=false"});

@@ -36,7 +36,26 @@ CAIRN_DECL void build_config(config_ops const& ops, boost::json::value& document
                              std::span<std::string const> overrides, void* config) {
   read_context ctx;
   apply_config_legacy(ops, document, ctx);
-  apply_overrides(ops, document, overrides, ctx);
+  for (auto const& text : overrides) {
+    // Each override is read into a document of its own and brought up to date there (an old key
+    // renamed, with its deprecation), then set: an old key overrides the new one a file holds.
+    boost::json::value single = boost::json::object();
+    apply_overrides(ops, single, std::span(&text, 1), ctx);
+    apply_config_legacy(ops, single, ctx);
+    auto equals = text.find('=');
+    if (equals == std::string::npos) continue; // reported
+    std::vector<std::string> path;
+    boost::json::value* at = &single;
+    for (auto depth = split_key(std::string_view(text).substr(0, equals)).size(); depth > 0; --depth) {
+      if (!at->is_object() || at->get_object().size() != 1) break; // a legacy rule refused it: reported
+      auto& entry = *at->get_object().begin();
+      path.emplace_back(entry.key());
+      at = &entry.value();
+    }
+    if (path.size() != split_key(std::string_view(text).substr(0, equals)).size()) continue;
+    std::vector<std::string_view> key(path.begin(), path.end());
+    set_at(document, key, std::move(*at));
+  }
   read_config(ops, document, config, ctx);
   finish_validation(ops, config, std::move(ctx.errors()));
 }
