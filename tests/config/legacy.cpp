@@ -138,6 +138,18 @@ TEST_CASE("an old key works in an override too") {
   CHECK(log.messages.size() == 1);
 }
 
+TEST_CASE("the JSON Schema accepts the old keys, marked deprecated") {
+  auto schema = cairn::json_schema<load_config>();
+  auto const& properties = schema.at("properties").as_object();
+  for (auto key : {"load_weights", "load_optimizer", "override_architecture", "load_full_config"}) {
+    CAPTURE(key);
+    REQUIRE(properties.contains(key));
+    CHECK(properties.at(key).at("deprecated") == true);
+  }
+  CHECK(properties.at("load_weights").at("description") == "Deprecated: load_weights -> model_weights");
+  CHECK(schema.at("additionalProperties") == false);
+}
+
 TEST_CASE("documentation lists the old spellings still accepted") {
   auto doc = cairn::document<experiment_config>();
   CHECK(doc.find("load_weights -> model_weights") != std::string::npos);

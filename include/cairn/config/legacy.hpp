@@ -36,15 +36,20 @@ private:
 class legacy_rule {
 public:
   using function = std::function<void(boost::json::object&, legacy_context const&)>;
-  legacy_rule(std::string summary, function apply) : summary_(std::move(summary)), apply_(std::move(apply)) {}
+  /// `old_keys`: the keys the rule accepts that the config no longer has (listed by its JSON
+  /// Schema as deprecated properties, so that editors accept what cairn accepts).
+  legacy_rule(std::string summary, function apply, std::vector<std::string> old_keys = {})
+      : summary_(std::move(summary)), apply_(std::move(apply)), old_keys_(std::move(old_keys)) {}
 
   void apply(boost::json::object& object, legacy_context const& context) const { apply_(object, context); }
   /// "old → new", for documentation.
   [[nodiscard]] std::string const& summary() const noexcept { return summary_; }
+  [[nodiscard]] std::vector<std::string> const& old_keys() const noexcept { return old_keys_; }
 
 private:
   std::string summary_;
   function apply_;
+  std::vector<std::string> old_keys_;
 };
 
 namespace legacy {

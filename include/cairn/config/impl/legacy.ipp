@@ -10,8 +10,10 @@ namespace cairn::legacy {
 
 CAIRN_DECL legacy_rule rename(std::string old_key, std::string new_key) {
   auto summary = old_key + " -> " + new_key;
-  return {std::move(summary), [old_key = std::move(old_key), new_key = std::move(new_key)](
-                                  boost::json::object& object, legacy_context const& context) {
+  std::vector<std::string> old_keys{old_key};
+  return {std::move(summary),
+          [old_key = std::move(old_key), new_key = std::move(new_key)](boost::json::object& object,
+                                                                       legacy_context const& context) {
             auto it = object.find(old_key);
             if (it == object.end()) return;
             if (object.contains(new_key)) {
@@ -24,7 +26,8 @@ CAIRN_DECL legacy_rule rename(std::string old_key, std::string new_key) {
             auto value = std::move(it->value());
             object.erase(it);
             object[new_key] = std::move(value);
-          }};
+          },
+          std::move(old_keys)};
 }
 
 CAIRN_DECL legacy_rule rename_value(std::string key, std::string old_value, std::string new_value) {
@@ -44,6 +47,7 @@ CAIRN_DECL legacy_rule merge(std::vector<std::string> old_keys, std::string new_
   std::string summary;
   for (auto const& key : old_keys) summary += (summary.empty() ? "" : ", ") + key;
   summary += " -> " + new_key;
+  auto listed = old_keys;
   return {std::move(summary),
           [old_keys = std::move(old_keys), new_key = std::move(new_key),
            combine = std::move(combine)](boost::json::object& object, legacy_context const& context) {
@@ -65,7 +69,8 @@ CAIRN_DECL legacy_rule merge(std::vector<std::string> old_keys, std::string new_
               context.error(first, e.what());
             }
             for (auto const& key : old_keys) object.erase(key);
-          }};
+          },
+          std::move(listed)};
 }
 
 } // namespace cairn::legacy

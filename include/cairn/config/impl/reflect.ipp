@@ -301,6 +301,11 @@ CAIRN_DECL void config_schema(config_ops const& ops, boost::json::object& s) {
     if (f.hint == hint::deprecated) property["deprecated"] = true;
     properties[f.name] = std::move(property);
   }
+  // Old keys the legacy rules still accept: allowed, and marked deprecated.
+  for (auto const& rule : ops.legacy)
+    for (auto const& key : rule.old_keys())
+      if (!properties.contains(key))
+        properties[key] = boost::json::object{{"deprecated", true}, {"description", "Deprecated: " + rule.summary()}};
   s["properties"] = std::move(properties);
   s["additionalProperties"] = false;
 }
