@@ -184,20 +184,14 @@ public:
     shapes.push_back({"head.weight", {m.outputs, width}});
     shapes.push_back({"head.bias", {m.outputs}});
 
-    auto rank = static_cast<std::uint64_t>(comm.rank()), size = static_cast<std::uint64_t>(comm.size());
     state_.shard_names = {"weights", "exp_avg", "exp_avg_sq"};
     for (std::size_t k = 0; k < shapes.size(); ++k) {
       auto const& [name, shape] = shapes[k];
       auto fan_in = shape.size() == 2 ? shape[1] : shape[0];
       auto full = uniform(shape, cfg.seed, init_stream + k, 1.0 / std::sqrt(double(fan_in))).to(device_);
-      std::vector<std::uint64_t> dims(shape.begin(), shape.end());
-      auto layout = cairn::shard_layout::whole(dims);
-      auto numel = layout.box_numel();
-      auto begin = numel * rank / size, end = numel * (rank + 1) / size;
-      layout.flat = cairn::flat_range{begin, end};
-      auto weights = full.view({-1}).slice(0, static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end)).clone();
-      state_.parameters.push_back({{name, dims, cairn::io::dtype::F32, false, layout},
-                                   {weights, at::zeros_like(weights), at::zeros_like(weights)}});
+      // This rank's flat (ZeRO) slice of the weights; its optimizer state starts at zero.
+      cairn::add_parameter(state_, name, full,
+                           cairn::flat_slice({shape.begin(), shape.end()}, comm.rank(), comm.size()));
       full_.push_back(full.requires_grad_(true));
     }
   }

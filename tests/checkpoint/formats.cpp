@@ -244,3 +244,25 @@ TEST_CASE("metadata of an earlier version loads through the migration chain") {
   CHECK(metadata.ranks[0].parameters[0].name == "w");
   CHECK(metadata.metadata.at("iteration") == 7);
 }
+
+TEST_CASE("state builders: shards taken from whole tensors, optimizer state zeroed, and saved as such") {
+  auto whole = at::arange(35, at::kFloat).view({7, 5});
+  auto rows = cairn::take_shard(whole, cairn::split_rows({7, 5}, 1, 3)); // rows 3, 4
+  CHECK(rows.equal(at::arange(15, 25, at::kFloat)));
+  auto columns = cairn::take_shard(whole, cairn::split_columns({7, 5}, 0, 2)); // columns 0..2
+  CHECK(columns.equal(whole.narrow(1, 0, 3).reshape({-1})));
+  auto flat = cairn::take_shard(whole, cairn::flat_slice({7, 5}, 2, 3)); // elements 23..34
+  CHECK(flat.equal(at::arange(23, 35, at::kFloat)));
+
+  auto state = cairn::whole_state({{"w", whole}, {"b", at::ones({5})}}, {"exp_avg"});
+  CHECK(state.shard_names == std::vector<std::string>{"weights", "exp_avg"});
+  REQUIRE(state.parameters.size() == 2);
+  CHECK(state.parameters[0].layout.shape == std::vector<std::uint64_t>{7, 5});
+  CHECK(state.parameters[0].shards[1].equal(at::zeros({35})));
+  state.check();
+  temp_dir dir;
+  cairn::save_checkpoint(state, comm, save_config(dir / "a", state_dict));
+  auto loaded = cairn::whole_state({{"w", at::zeros({7, 5})}, {"b", at::zeros({5})}}, {"exp_avg"});
+  cairn::load_checkpoint(loaded, comm, load_config(dir / "a", state_dict));
+  CHECK(bitwise_equal(state, loaded));
+}

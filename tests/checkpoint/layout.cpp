@@ -148,3 +148,56 @@ TEST_CASE("layouts serialise to JSON through the config core") {
                        doctest::Contains("parameters[0].dtype: expected a dtype such as \"F32\" or \"BF16\""),
                        cairn::config_error);
 }
+
+namespace {
+
+/// The layouts of `size` ranks, each holding parameter "p" of `shape` as `shard` gives it.
+std::vector<cairn::rank_layout> ranks_of(std::vector<std::uint64_t> const& shape, int size,
+                                         cairn::shard_layout (*shard)(std::vector<std::uint64_t> const&, int, int)) {
+  std::vector<cairn::rank_layout> ranks(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r)
+    ranks[static_cast<std::size_t>(r)].parameters.push_back(
+        {"p", shape, cairn::io::dtype::F32, false, shard(shape, r, size)});
+  return ranks;
+}
+
+} // namespace
+
+TEST_CASE("rows, columns and flat slices of any size tile the tensor exactly") {
+  for (auto shape :
+       {std::vector<std::uint64_t>{7, 5}, std::vector<std::uint64_t>{1, 9}, std::vector<std::uint64_t>{4, 4}})
+    for (int size = 1; size <= 6; ++size) {
+      CAPTURE(size);
+      CHECK(cairn::tiling_problems(ranks_of(shape, size, cairn::split_rows)).empty());
+      CHECK(cairn::tiling_problems(ranks_of(shape, size, cairn::split_columns)).empty());
+      CHECK(cairn::tiling_problems(ranks_of(shape, size, cairn::flat_slice)).empty());
+    }
+  // Seven rows over three ranks: 3, 2, 2.
+  CHECK(cairn::split_rows({7, 5}, 0, 3).lengths == std::vector<std::uint64_t>{3, 5});
+  CHECK(cairn::split_rows({7, 5}, 2, 3).offsets == std::vector<std::uint64_t>{5, 0});
+  CHECK(cairn::flat_slice({7, 5}, 1, 3).flat == cairn::flat_range{11, 23});
+  CHECK_THROWS_AS(cairn::split_dimension({7}, 1, 0, 2), cairn::error);
+  CHECK_THROWS_AS(cairn::flat_slice({7}, 2, 2), cairn::error);
+}
+
+TEST_CASE("layouts that do not tile a parameter are named, each problem once") {
+  auto ranks = ranks_of({8, 2}, 2, cairn::split_rows);
+  ranks[1].parameters[0].shard.offsets[0] = 3; // rows 3..6: overlaps rank 0's row 3, leaves row 7
+  auto problems = cairn::tiling_problems(ranks);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "'p': the ranks' shards overlap in 2 elements");
+  ranks = ranks_of({8, 2}, 2, cairn::split_rows);
+  ranks[1].parameters[0].shard.lengths[0] = 3;
+  CHECK(cairn::tiling_problems(ranks) == std::vector<std::string>{"'p': the ranks' shards hold 14 of its 16 elements"});
+  ranks = ranks_of({8, 2}, 2, cairn::split_rows);
+  ranks[1].parameters[0].shape = {8, 3};
+  CHECK(cairn::tiling_problems(ranks).front().find("rank 1 disagrees with rank 0") != std::string::npos);
+  ranks = ranks_of({8, 2}, 1, cairn::split_rows);
+  ranks[0].parameters.push_back(ranks[0].parameters[0]);
+  CHECK(cairn::tiling_problems(ranks) == std::vector<std::string>{"'p' is listed twice by rank 0"});
+  // A replicated parameter is written by rank 0 alone: every rank holding it whole is fine.
+  ranks =
+      ranks_of({8, 2}, 3, [](std::vector<std::uint64_t> const& s, int, int) { return cairn::shard_layout::whole(s); });
+  for (auto& r : ranks) r.parameters[0].replicated = true;
+  CHECK(cairn::tiling_problems(ranks).empty());
+}

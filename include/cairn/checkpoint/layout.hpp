@@ -7,6 +7,7 @@
 #include <cairn/config/field.hpp>
 #include <cairn/config/validation.hpp>
 #include <cairn/config/value.hpp>
+#include <cairn/error.hpp>
 #include <cairn/io/dtype.hpp>
 
 #include <boost/describe/class.hpp>
@@ -255,6 +256,40 @@ inline std::vector<std::string> tiling_problems(std::vector<rank_layout> const& 
                          std::to_string(whole) + " elements");
   }
   return problems;
+}
+
+// --- the usual shardings, for a rank of a group of ranks ---------------------------------------
+
+/// The block of dimension `dim` of a tensor of `shape` that `rank` of `size` holds, when the
+/// dimension is split in contiguous blocks as even as can be (the first `shape[dim] % size`
+/// ranks hold one more): tensor parallelism by rows (`dim` 0) or columns (`dim` 1).
+inline shard_layout split_dimension(std::vector<std::uint64_t> const& shape, std::size_t dim, int rank, int size) {
+  auto whole = shard_layout::whole(shape);
+  if (dim >= shape.size() || rank < 0 || size <= 0 || rank >= size)
+    throw error("split_dimension: dimension " + std::to_string(dim) + " of a tensor of rank " +
+                std::to_string(shape.size()) + ", rank " + std::to_string(rank) + " of " + std::to_string(size));
+  auto n = shape[dim], r = static_cast<std::uint64_t>(rank), s = static_cast<std::uint64_t>(size);
+  auto base = n / s, extra = n % s;
+  whole.offsets[dim] = r * base + std::min(r, extra);
+  whole.lengths[dim] = base + (r < extra ? 1 : 0);
+  return whole;
+}
+inline shard_layout split_rows(std::vector<std::uint64_t> const& shape, int rank, int size) {
+  return split_dimension(shape, 0, rank, size);
+}
+inline shard_layout split_columns(std::vector<std::uint64_t> const& shape, int rank, int size) {
+  return split_dimension(shape, 1, rank, size);
+}
+
+/// A flat slice of the whole tensor in row-major order, as ZeRO and FSDP shard it: elements
+/// [numel * rank / size, numel * (rank + 1) / size).
+inline shard_layout flat_slice(std::vector<std::uint64_t> const& shape, int rank, int size) {
+  if (rank < 0 || size <= 0 || rank >= size)
+    throw error("flat_slice: rank " + std::to_string(rank) + " of " + std::to_string(size));
+  auto whole = shard_layout::whole(shape);
+  auto n = whole.box_numel(), r = static_cast<std::uint64_t>(rank), s = static_cast<std::uint64_t>(size);
+  whole.flat = flat_range{n * r / s, n * (r + 1) / s};
+  return whole;
 }
 
 } // namespace cairn

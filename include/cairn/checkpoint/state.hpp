@@ -6,9 +6,12 @@
 #include <cairn/error.hpp>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros_like.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cairn {
@@ -64,5 +67,47 @@ struct model_state {
     }
   }
 };
+
+/// The elements `layout` gives of the whole tensor `whole` (any device), densely, as a flat
+/// tensor of its own: what a rank holds of a parameter it has whole.
+inline at::Tensor take_shard(at::Tensor const& whole, shard_layout const& layout) {
+  std::vector<std::uint64_t> shape(whole.sizes().begin(), whole.sizes().end());
+  if (auto problem = layout.problem(shape)) throw error("take_shard: " + *problem);
+  auto box = whole;
+  for (std::size_t d = 0; d < layout.offsets.size(); ++d)
+    box = box.narrow(static_cast<std::int64_t>(d), static_cast<std::int64_t>(layout.offsets[d]),
+                     static_cast<std::int64_t>(layout.lengths[d]));
+  auto flat = box.contiguous().view({-1});
+  if (layout.flat)
+    flat = flat.slice(0, static_cast<std::int64_t>(layout.flat->begin), static_cast<std::int64_t>(layout.flat->end));
+  return flat.clone();
+}
+
+/// Adds parameter `name` to `state`: `layout` of the whole tensor `whole` (which every rank
+/// has, as when a model is built in full and then sharded), its weights taken from it and each
+/// optimizer state shard zeroed. `replicated`: every rank holds the same values (only rank 0's
+/// are written).
+inline parameter_state& add_parameter(model_state& state, std::string name, at::Tensor const& whole,
+                                      shard_layout layout, bool replicated = false) {
+  std::vector<std::uint64_t> shape(whole.sizes().begin(), whole.sizes().end());
+  parameter_state p{{std::move(name), std::move(shape), to_dtype(whole.scalar_type()), replicated, std::move(layout)},
+                    {}};
+  p.shards.push_back(take_shard(whole, p.layout.shard));
+  for (std::size_t i = 1; i < state.shard_names.size(); ++i) p.shards.push_back(at::zeros_like(p.shards.front()));
+  state.parameters.push_back(std::move(p));
+  return state.parameters.back();
+}
+
+/// A state of whole tensors (one process, or every rank holding everything): each of
+/// `weights` whole, optimizer state shards `optimizer_shards` (say `exp_avg`, `exp_avg_sq`)
+/// zeroed.
+inline model_state whole_state(std::vector<std::pair<std::string, at::Tensor>> const& weights,
+                               std::vector<std::string> const& optimizer_shards = {}) {
+  model_state state;
+  state.shard_names.insert(state.shard_names.end(), optimizer_shards.begin(), optimizer_shards.end());
+  for (auto const& [name, tensor] : weights)
+    add_parameter(state, name, tensor, shard_layout::whole({tensor.sizes().begin(), tensor.sizes().end()}));
+  return state;
+}
 
 } // namespace cairn
