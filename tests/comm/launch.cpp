@@ -50,6 +50,16 @@ TEST_CASE("a failing rank stops the others, and its status is the launcher's") {
   CHECK(elapsed < std::chrono::seconds(30));
 }
 
+TEST_CASE("a rank that stops with status 75 (a stop all ranks agreed on) leaves the others to finish theirs") {
+  // A second SIGTERM would abort a trainer that is finishing its checkpoint: none is sent.
+  auto r = run("launch -n 2 -- sh -c 'trap \"echo signalled\" TERM; if [ $RANK = 1 ]; then exit 75; fi; "
+               "sleep 2; echo finished; exit 75'");
+  CHECK(r.status == 75);
+  CHECK(r.output.find("[rank 0] finished") != std::string::npos);
+  CHECK(r.output.find("signalled") == std::string::npos);
+  CHECK(r.output.find("stopping the others") == std::string::npos);
+}
+
 TEST_CASE("signals reach every rank") {
   int out[2];
   REQUIRE(::pipe(out) == 0);

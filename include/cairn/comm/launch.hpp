@@ -33,6 +33,12 @@ struct launch_options {
   int processes = 0;
   int port = 0; ///< 0: a free one
   std::vector<std::string> command;
+  /// The exit status of a rank that stopped in agreement with the others (cairn's trainers exit
+  /// with `cairn::preempted_exit_status`, 75, after a signal and a checkpoint): the others are
+  /// finishing the same stop, so they are waited for (`agreed_stop_grace`) rather than signalled,
+  /// since a second signal would abort them.
+  int agreed_stop_status = 75;
+  std::chrono::seconds agreed_stop_grace{120};
 };
 
 namespace detail {
@@ -125,8 +131,9 @@ inline int launch(launch_options const& options) {
   }
 
   int result = 0;
-  std::optional<steady_clock::time_point> stopping;   // when the others were asked to stop
-  std::optional<steady_clock::time_point> all_exited; // grandchildren may still hold the pipes
+  std::optional<steady_clock::time_point> stopping;    // when the others were asked to stop
+  std::optional<steady_clock::time_point> agreed_stop; // when a rank stopped in agreement
+  std::optional<steady_clock::time_point> all_exited;  // grandchildren may still hold the pipes
   auto stop_all = [&](int signal) {
     for (auto& p : ranks)
       if (p.running) ::kill(p.pid, signal);
@@ -161,9 +168,13 @@ inline int launch(launch_options const& options) {
         int code = detail::exit_code(p.status);
         if (code != 0 && result == 0) {
           result = code;
-          std::fprintf(stderr, "cairn launch: rank %d exited with status %d; stopping the others\n", p.rank, code);
-          stop_all(SIGTERM);
-          stopping = steady_clock::now();
+          if (code == options.agreed_stop_status) {
+            agreed_stop = steady_clock::now();
+          } else {
+            std::fprintf(stderr, "cairn launch: rank %d exited with status %d; stopping the others\n", p.rank, code);
+            stop_all(SIGTERM);
+            stopping = steady_clock::now();
+          }
         }
       }
     }
@@ -172,6 +183,12 @@ inline int launch(launch_options const& options) {
     if (!any_running && !any_open) break;
     if (!any_running && !all_exited) all_exited = steady_clock::now();
     if (all_exited && steady_clock::now() - *all_exited > seconds(1)) break;
+    if (agreed_stop && !stopping && any_running && steady_clock::now() - *agreed_stop > options.agreed_stop_grace) {
+      std::fprintf(stderr, "cairn launch: ranks still running %lld s after one stopped with status %d; stopping them\n",
+                   static_cast<long long>(options.agreed_stop_grace.count()), options.agreed_stop_status);
+      stop_all(SIGTERM);
+      stopping = steady_clock::now();
+    }
     if (stopping && steady_clock::now() - *stopping > seconds(10)) {
       stop_all(SIGKILL);
       stopping = steady_clock::now();
