@@ -6,7 +6,7 @@
 // every parameter, updates it with its slice of the optimizer state, and the slices are gathered
 // back. What the checkpoint manager saves is exactly those slices: weights, exp_avg, exp_avg_sq.
 //
-//     cairn-train [--config FILE.json] [key.path=value ...]
+//     cairn-train [--config FILE.json|FILE.yaml] [key.path=value ...]
 //     cairn-train --help | --print-config ... | --schema
 //     cairn launch -n 2 -- cairn-train --config examples/train.json run.experiment_dir=runs/a
 //
@@ -14,6 +14,9 @@
 // the seed, so a run killed at any iteration and resumed ends bitwise identical to an
 // uninterrupted one on the same number of ranks.
 #include <cairn/cairn.hpp>
+#ifdef CAIRN_WITH_YAML
+#include <cairn/config/yaml.hpp> // --config FILE.yaml, --print-config=yaml
+#endif
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -407,50 +410,14 @@ template <class Run> int exit_status(char const* who, Run&& run) {
 } // namespace example
 
 int main(int argc, char** argv) {
-  using example::train_config;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  std::optional<std::filesystem::path> file;
-  std::vector<std::string> overrides;
-  bool print_config = false;
-  auto usage = "usage: cairn-train [--config FILE.json] [--device cpu|cuda] [key.path=value ...]\n"
-               "       cairn-train --help | --schema | --print-config [--config FILE.json] [key.path=value ...]\n"
-               "       cairn-train convert input.path=... input.format=... output.path=... output.format=...\n";
-  if (!args.empty() && args[0] == "convert")
-    return example::exit_status("cairn-train convert", [&] {
-      return example::convert({args.begin() + 1, args.end()});
-    });
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    auto const& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::printf("%s\nConfiguration (set in the --config file or as key.path=value):\n\n%s", usage,
-                  cairn::document<train_config>().c_str());
-      return 0;
-    }
-    if (a == "--schema") {
-      std::printf("%s\n", cairn::to_pretty_json(cairn::json_schema<train_config>()).c_str());
-      return 0;
-    }
-    if (a == "--print-config") {
-      print_config = true;
-    } else if ((a == "--config" || a == "--device") && i + 1 < args.size()) {
-      if (a == "--config")
-        file = args[++i];
-      else
-        overrides.push_back("device=" + args[++i]);
-    } else if (a.starts_with("-") || a.find('=') == std::string::npos) {
-      std::fprintf(stderr, "cairn-train: unknown argument '%s'\n%s", a.c_str(), usage);
-      return 2;
-    } else {
-      overrides.push_back(a);
-    }
-  }
-  return example::exit_status("cairn-train", [&] {
-    auto cfg = file ? cairn::load<train_config>(*file, overrides)
-                    : cairn::from_json<train_config>(boost::json::object{}, overrides);
-    if (print_config) {
-      std::printf("%s\n", cairn::to_string(cfg).c_str());
-      return 0;
-    }
-    return example::train(std::move(cfg));
-  });
+  if (argc > 1 && std::string_view(argv[1]) == "convert")
+    return example::exit_status("cairn-train convert", [&] { return example::convert({argv + 2, argv + argc}); });
+  cairn::command_line_options options;
+  options.program = "cairn-train";
+  options.description = "Trains the example model, checkpointing, resuming and exporting as configured.\n"
+                        "Also: cairn-train convert input.path=... input.format=... output.path=... output.format=...";
+  options.flags = {{"--device", "device"}};
+  auto cfg = cairn::parse_command_line<example::train_config>(argc, argv, options);
+  if (!cfg) return cfg.exit_status();
+  return example::exit_status("cairn-train", [&] { return example::train(std::move(*cfg)); });
 }

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 # Boost: Describe and Mp11 (headers) and JSON (library); doctest for the tests; libtorch and
-# Gloo for tensors and CPU collectives; xxHash for checksums; clang and its runtime for the
+# Gloo for tensors and CPU collectives; xxHash for checksums; yaml-cpp for YAML configs; clang and its runtime for the
 # libFuzzer target.
 packages=(
   g++ cmake ninja-build git
@@ -13,6 +13,7 @@ packages=(
   doctest-dev
   libtorch-dev libgloo-dev
   libxxhash-dev
+  libyaml-cpp-dev
   clang libclang-rt-14-dev
 )
 

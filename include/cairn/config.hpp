@@ -4,6 +4,7 @@
 /// compared, documented and exported as JSON Schema. No libtorch.
 
 #include <cairn/config/check.hpp>
+#include <cairn/config/command_line.hpp>
 #include <cairn/config/compare.hpp>
 #include <cairn/config/docs.hpp>
 #include <cairn/config/field.hpp>

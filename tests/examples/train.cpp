@@ -152,6 +152,18 @@ TEST_CASE("--help, --schema and --print-config describe the config without train
   CHECK(printed.output.find("\"hidden\": 8") != std::string::npos);
   CHECK(printed.output.find("\"train_iters\": 3") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists("x"));
+
+#ifdef CAIRN_WITH_YAML
+  // The YAML example is the JSON example.
+  auto examples = std::filesystem::path(CAIRN_TEST_DATA_DIR) / ".." / "examples";
+  auto from_json = run({CAIRN_TRAIN, "--config", (examples / "train.json").string(), "--print-config"}, tmp / "json");
+  auto from_yaml = run({CAIRN_TRAIN, "--config", (examples / "train.yaml").string(), "--print-config"}, tmp / "yaml");
+  CHECK(from_json.status == 0);
+  CHECK(from_yaml.status == 0);
+  CHECK(from_json.output == from_yaml.output);
+  auto as_yaml = run({CAIRN_TRAIN, "--config", (examples / "train.json").string(), "--print-config=yaml"}, tmp / "y");
+  CHECK(as_yaml.output.find("\n  train_iters: 200\n") != std::string::npos);
+#endif
 }
 
 TEST_CASE("a bad config is refused before training, with every error and its key") {

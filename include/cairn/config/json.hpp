@@ -6,6 +6,7 @@
 #include <cairn/config/validate.hpp>
 #include <cairn/detail/decl.hpp>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,9 @@ CAIRN_DECL std::string config_to_string(config_ops const& ops, void const* confi
 
 CAIRN_DECL std::string line_and_column(std::string_view text, std::size_t offset);
 
+/// The text of a file of at most `limit` bytes; errors are config_errors naming the file.
+CAIRN_DECL std::string read_config_text(std::string const& file, std::size_t limit);
+
 } // namespace detail
 
 /// Parses JSON text; a syntax error (line and column) or a key given twice in one object (its
@@ -64,6 +68,26 @@ inline constexpr std::size_t max_config_file_size = std::size_t{64} << 20;
 /// unreadable or larger file, a syntax error or a key given twice in one object is a
 /// config_error naming the file.
 CAIRN_DECL boost::json::value read_json_file(std::string const& file, std::size_t limit = std::size_t(-1));
+
+/// A config file format besides JSON, chosen by file name extension. <cairn/config/yaml.hpp>
+/// registers YAML (".yaml", ".yml") in every program that includes it.
+struct config_file_format {
+  std::string name;                                                       ///< "yaml"
+  std::vector<std::string> extensions;                                    ///< ".yaml", ".yml"
+  boost::json::value (*read)(std::string const& file, std::size_t limit); ///< errors are config_errors
+  std::string (*write)(boost::json::value const& value);                  ///< text for people
+};
+
+/// Adds a format (a later one of the same name replaces it). Thread-safe.
+CAIRN_DECL bool register_config_file_format(config_file_format format);
+
+/// The registered format of that name, or of that file's extension; null if none.
+CAIRN_DECL std::optional<config_file_format> find_config_file_format(std::string_view name);
+CAIRN_DECL std::optional<config_file_format> config_file_format_of(std::string const& file);
+
+/// Reads a config file into a JSON document: a registered format by its extension, else JSON
+/// (`read_json_file`). A YAML file in a program without YAML support is an error saying so.
+CAIRN_DECL boost::json::value read_config_file(std::string const& file, std::size_t limit = max_config_file_size);
 
 /// Reads a config from JSON without validating it. Unknown keys are errors.
 template <described_config T> T parse(boost::json::value const& document) {
@@ -102,7 +126,8 @@ template <described_config T> T from_string(std::string_view text, std::vector<s
   return config;
 }
 
-/// Reads and validates a config from a JSON file with overrides on top:
+/// Reads and validates a config from a file (JSON, or another registered format such as YAML,
+/// see `read_config_file`) with overrides on top:
 ///
 ///     auto cfg = cairn::load<trainer_config>("run.json", {"training.checkpoint.interval=1000"});
 ///

@@ -6,6 +6,7 @@
 
 #include <cairn/config.hpp>
 #include <cairn/config/impl/check.ipp>
+#include <cairn/config/impl/command_line.ipp>
 #include <cairn/config/impl/compare.ipp>
 #include <cairn/config/impl/docs.ipp>
 #include <cairn/config/impl/json.ipp>
@@ -17,4 +18,7 @@
 #include <cairn/config/impl/show.ipp>
 #include <cairn/config/impl/validate.ipp>
 #include <cairn/config/impl/value.ipp>
+#ifdef CAIRN_WITH_YAML
+#include <cairn/config/impl/yaml.ipp>
+#endif
 #include <cairn/impl/diagnostics.ipp>

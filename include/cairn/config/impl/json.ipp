@@ -8,9 +8,11 @@
 #include <boost/json/value.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -68,7 +70,7 @@ CAIRN_DECL void build_from_text(config_ops const& ops, std::string_view text, st
 
 CAIRN_DECL void build_from_file(config_ops const& ops, std::string const& file, std::span<std::string const> overrides,
                                 void* config) {
-  auto document = read_json_file(file, max_config_file_size);
+  auto document = read_config_file(file, max_config_file_size);
   build_config(ops, document, overrides, config);
 }
 
@@ -232,7 +234,7 @@ CAIRN_DECL boost::json::value parse_json(std::string_view text, std::string_view
   return parser.release();
 }
 
-CAIRN_DECL boost::json::value read_json_file(std::string const& file, std::size_t limit) {
+CAIRN_DECL std::string detail::read_config_text(std::string const& file, std::size_t limit) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw config_error({{file, std::string("cannot open: ") + std::strerror(errno)}});
   std::string text;
@@ -242,7 +244,69 @@ CAIRN_DECL boost::json::value read_json_file(std::string const& file, std::size_
     if (text.size() > limit)
       throw config_error({{file, "larger than " + std::to_string(limit >> 20) + " MiB: not a config file"}});
   }
-  return parse_json(text, file);
+  if (in.bad()) throw config_error({{file, "cannot read"}});
+  return text;
+}
+
+CAIRN_DECL boost::json::value read_json_file(std::string const& file, std::size_t limit) {
+  return parse_json(detail::read_config_text(file, limit), file);
+}
+
+namespace detail {
+
+struct config_file_formats {
+  std::mutex mutex;
+  std::vector<config_file_format> formats;
+};
+
+inline config_file_formats& file_formats() {
+  static config_file_formats registry;
+  return registry;
+}
+
+inline std::string extension_of(std::string const& file) {
+  auto slash = file.find_last_of('/');
+  auto dot = file.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return {};
+  std::string extension = file.substr(dot);
+  for (auto& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return extension;
+}
+
+} // namespace detail
+
+CAIRN_DECL bool register_config_file_format(config_file_format format) {
+  auto& registry = detail::file_formats();
+  std::lock_guard lock(registry.mutex);
+  std::erase_if(registry.formats, [&](auto const& f) { return f.name == format.name; });
+  registry.formats.push_back(std::move(format));
+  return true;
+}
+
+CAIRN_DECL std::optional<config_file_format> find_config_file_format(std::string_view name) {
+  auto& registry = detail::file_formats();
+  std::lock_guard lock(registry.mutex);
+  for (auto const& f : registry.formats)
+    if (f.name == name) return f;
+  return std::nullopt;
+}
+
+CAIRN_DECL std::optional<config_file_format> config_file_format_of(std::string const& file) {
+  auto extension = detail::extension_of(file);
+  auto& registry = detail::file_formats();
+  std::lock_guard lock(registry.mutex);
+  for (auto const& f : registry.formats)
+    if (std::find(f.extensions.begin(), f.extensions.end(), extension) != f.extensions.end()) return f;
+  return std::nullopt;
+}
+
+CAIRN_DECL boost::json::value read_config_file(std::string const& file, std::size_t limit) {
+  if (auto format = config_file_format_of(file)) return format->read(file, limit);
+  auto extension = detail::extension_of(file);
+  if (extension == ".yaml" || extension == ".yml")
+    throw config_error({{file, "a YAML file, and this program was built without YAML support (it needs yaml-cpp "
+                               "and <cairn/config/yaml.hpp>); give the config as JSON"}});
+  return read_json_file(file, limit);
 }
 
 } // namespace cairn
