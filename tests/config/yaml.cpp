@@ -188,6 +188,19 @@ TEST_CASE("errors name the file, the line and the column") {
   CHECK(error_of("a: 1\n---\na: 2\n").find("more than one YAML document") != std::string::npos);
   CHECK(error_of("a: 99999999999999999999999\n").find("integer out of range") != std::string::npos);
   CHECK(error_of("<<: 5\n").find("merge key") != std::string::npos);
+  CHECK(error_of("a: \"caf\xe9\"\n").find("not valid UTF-8 at line 1, column 8") != std::string::npos);
+  CHECK(error_of("a: \"\\x9f\"\n").find("not valid UTF-8 once its escapes are decoded") != std::string::npos);
+  CHECK(error_of(",..8").find("more than one YAML document") != std::string::npos); // yaml-cpp's LoadAll loops on it
+
+  // Aliases of aliases: ten lines that would expand to 10^9 values.
+  std::string laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i)
+    laughs += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + [&] {
+      std::string refs;
+      for (int j = 0; j < 10; ++j) refs += (j ? ", *a" : "*a") + std::to_string(i - 1);
+      return refs;
+    }() + "]\n";
+  CHECK(error_of(laughs).find("more than 1000000 values once aliases are expanded") != std::string::npos);
 
   // A file of comments only is a config of defaults.
   CHECK(cairn::parse_yaml("# nothing yet\n") == boost::json::object{});
@@ -199,8 +212,9 @@ TEST_CASE("to_yaml prints what parse_yaml reads back to the same document") {
                 "0x10", "multi\nline", "quote\"d", "tab\there", "plain words", "s3://bucket/key", "ünïcode"],
     "numbers": [0, -3, 1.0, 0.1, 1e300, 18446744073709551615],
     "nested": {"empty_list": [], "empty_object": {}, "list_of_objects": [{"a": 1, "b": [1, 2]}, {"c": null}]},
-    "true": true, "key with: colon": false
+    "true": true, "key with: colon": false, "a key longer than YAML's 1024 characters": 1
   })");
+  document.as_object()[std::string(2000, 'k')] = "long keys are written explicitly";
   auto text = cairn::to_yaml(document);
   CHECK(text.find("  - \"123\"\n") != std::string::npos); // a string that plain would read as a number
   CHECK(cairn::parse_yaml(text) == document);

@@ -13,9 +13,14 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
-#include <yaml-cpp/yaml.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/exceptions.h>
+#include <yaml-cpp/parser.h>
 
 namespace cairn::detail {
 
@@ -106,89 +111,248 @@ inline bool resolve_plain_scalar(std::string_view s, boost::json::value& out) {
   return true;
 }
 
-struct yaml_reader {
-  std::string source;
+/// The offset of the first byte that is not part of valid UTF-8, if any.
+inline std::optional<std::size_t> invalid_utf8(std::string_view text) {
+  auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  for (std::size_t i = 0; i < text.size();) {
+    auto c = byte(i);
+    std::size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return i;
+    std::uint32_t point = length == 1 ? c : c & (0x7fu >> length);
+    for (std::size_t k = 1; k < length; ++k) {
+      if ((byte(i + k) >> 6) != 0x2) return i;
+      point = (point << 6) | (byte(i + k) & 0x3fu);
+    }
+    bool overlong = (length == 2 && point < 0x80) || (length == 3 && point < 0x800) || (length == 4 && point < 0x10000);
+    if (overlong || point > 0x10ffff || (point >= 0xd800 && point <= 0xdfff)) return i;
+    i += length;
+  }
+  return std::nullopt;
+}
+
+/// The most values a YAML document may hold once its aliases are expanded: aliases can refer
+/// to one another, so a few lines can stand for billions of values.
+inline constexpr std::size_t max_yaml_values = 1'000'000;
+
+inline std::size_t count_values(boost::json::value const& v) {
+  std::size_t n = 1;
+  if (v.is_array())
+    for (auto const& e : v.get_array()) n += count_values(e);
+  if (v.is_object())
+    for (auto const& [k, e] : v.get_object()) n += count_values(e);
+  return n;
+}
+
+/// Builds the JSON document from yaml-cpp's parse events (no node tree in between), checking
+/// as it goes: core tags, scalar keys given once per mapping, merge keys, the expanded size.
+class yaml_builder final : public YAML::EventHandler {
+public:
+  explicit yaml_builder(std::string source) : source_(std::move(source)) {}
 
   [[noreturn]] void fail(YAML::Mark const& mark, std::string const& what) const {
-    throw config_error(
-        {{source, what + " at line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1)}});
+    throw config_error({{source_, what + " at line " + std::to_string(mark.line + 1) + ", column " +
+                                      std::to_string(mark.column + 1)}});
   }
 
-  static std::string child(std::string const& path, std::string const& key) {
-    return path.empty() ? key : path + "." + key;
+  /// The document, once parsed (null for an empty one).
+  boost::json::value& result() { return result_; }
+
+  void OnDocumentStart(YAML::Mark const&) override {}
+  void OnDocumentEnd() override {}
+
+  void OnNull(YAML::Mark const& mark, YAML::anchor_t anchor) override {
+    if (expecting_key()) fail(mark, "a null key" + where());
+    add(mark, nullptr, anchor, 1);
   }
 
-  std::string key_of(YAML::Node const& key, std::string const& path) const {
-    if (!key.IsScalar())
-      fail(key.Mark(), "a key that is not a scalar" + (path.empty() ? std::string() : " in '" + path + "'"));
-    return key.Scalar();
+  void OnAlias(YAML::Mark const& mark, YAML::anchor_t anchor) override {
+    auto found = anchors_.find(anchor);
+    if (found == anchors_.end()) fail(mark, "an alias of an anchor not defined before it");
+    auto const& [value, values] = found->second;
+    if (expecting_key()) {
+      if (!value.is_string()) fail(mark, "a key that is not a scalar" + where());
+      key(mark, std::string(value.get_string()), false);
+      return;
+    }
+    add(mark, value, 0, values);
   }
 
-  boost::json::value convert(YAML::Node const& node, std::string const& path) const {
-    auto const& tag = node.Tag();
+  void OnScalar(YAML::Mark const& mark, std::string const& tag, YAML::anchor_t anchor,
+                std::string const& text) override {
+    check_tag(mark, tag);
+    // yaml-cpp decodes an escape such as "\x9f" to a raw byte, not to UTF-8.
+    if (invalid_utf8(text)) fail(mark, "a scalar that is not valid UTF-8 once its escapes are decoded");
+    if (expecting_key()) {
+      key(mark, text, tag == "?");
+      if (anchor) anchors_[anchor] = {boost::json::string(text), 1};
+      return;
+    }
+    add(mark, scalar(mark, tag, text), anchor, 1);
+  }
+
+  void OnSequenceStart(YAML::Mark const& mark, std::string const& tag, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    open(mark, tag, anchor, boost::json::array());
+  }
+  void OnSequenceEnd() override { close(); }
+
+  void OnMapStart(YAML::Mark const& mark, std::string const& tag, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    open(mark, tag, anchor, boost::json::object());
+  }
+  void OnMapEnd() override { close(); }
+
+private:
+  struct frame {
+    boost::json::value value; // an object or an array
+    YAML::Mark mark;          // where it starts
+    std::string path;
+    YAML::anchor_t anchor = 0;
+    std::size_t values = 1;
+    std::optional<std::string> key; // in a mapping: the key whose value comes next
+    bool merge = false;             // ... which is the merge key `<<`
+    std::vector<boost::json::object> merged;
+  };
+
+  [[nodiscard]] bool expecting_key() const {
+    return !stack_.empty() && stack_.back().value.is_object() && !stack_.back().key;
+  }
+
+  [[nodiscard]] std::string where() const {
+    return stack_.empty() || stack_.back().path.empty() ? std::string() : " in '" + stack_.back().path + "'";
+  }
+
+  [[nodiscard]] std::string child_path() const {
+    if (stack_.empty()) return {};
+    auto const& top = stack_.back();
+    if (top.value.is_array())
+      return top.path + "[" + std::to_string(top.value.get_array().size() + top.merged.size()) + "]";
+    return top.path.empty() ? *top.key : top.path + "." + *top.key;
+  }
+
+  void check_tag(YAML::Mark const& mark, std::string const& tag) const {
     std::string_view core = tag;
     constexpr std::string_view prefix = "tag:yaml.org,2002:";
-    bool explicit_core = core.starts_with(prefix);
-    if (explicit_core) core.remove_prefix(prefix.size());
-    bool known = tag.empty() || tag == "?" || tag == "!" ||
-                 (explicit_core && (core == "str" || core == "int" || core == "float" || core == "bool" ||
-                                    core == "null" || core == "map" || core == "seq"));
-    if (!known) fail(node.Mark(), "unsupported tag '" + tag + "'" + (path.empty() ? "" : " at '" + path + "'"));
-    switch (node.Type()) {
-    case YAML::NodeType::Null:
-      if (explicit_core && core == "str") return boost::json::string();
-      return nullptr;
-    case YAML::NodeType::Scalar: {
-      if (tag == "!" || (explicit_core && core == "str")) return boost::json::string(node.Scalar());
-      boost::json::value value;
-      if (!resolve_plain_scalar(node.Scalar(), value))
-        fail(node.Mark(), "integer out of range: '" + node.Scalar() + "'");
-      if (explicit_core && core != "str") {
-        bool fits = (core == "int" && (value.is_int64() || value.is_uint64())) ||
-                    (core == "float" && (value.is_double() || value.is_int64() || value.is_uint64())) ||
-                    (core == "bool" && value.is_bool()) || (core == "null" && value.is_null());
-        if (!fits) fail(node.Mark(), "'" + node.Scalar() + "' is not a valid !!" + std::string(core));
-        if (core == "float" && !value.is_double()) value = value.to_number<double>();
-      }
-      return value;
+    if (tag.empty() || tag == "?" || tag == "!") return;
+    if (core.starts_with(prefix)) {
+      core.remove_prefix(prefix.size());
+      if (core == "str" || core == "int" || core == "float" || core == "bool" || core == "null" || core == "map" ||
+          core == "seq")
+        return;
     }
-    case YAML::NodeType::Sequence: {
-      boost::json::array array;
-      std::size_t index = 0;
-      for (auto const& element : node) array.push_back(convert(element, path + "[" + std::to_string(index++) + "]"));
-      return array;
-    }
-    case YAML::NodeType::Map: {
-      boost::json::object object;
-      std::vector<YAML::Node> merged;
-      for (auto it = node.begin(); it != node.end(); ++it) {
-        if (it->first.IsScalar() && it->first.Tag() == "?" && it->first.Scalar() == "<<") {
-          if (it->second.IsMap()) {
-            merged.push_back(it->second);
-          } else if (it->second.IsSequence() &&
-                     std::all_of(it->second.begin(), it->second.end(), [](auto const& m) { return m.IsMap(); })) {
-            for (auto const& m : it->second) merged.push_back(m);
-          } else {
-            fail(it->second.Mark(), "a merge key '<<' takes a mapping or a list of mappings");
-          }
-          continue;
-        }
-        auto key = key_of(it->first, path);
-        if (object.contains(key)) fail(it->first.Mark(), "duplicate key '" + child(path, key) + "'");
-        object[key] = convert(it->second, child(path, key));
-      }
-      // Merged keys never replace the mapping's own; among merged mappings the first wins.
-      for (auto const& m : merged) {
-        auto from = convert(m, path).as_object();
-        for (auto& [key, value] : from)
-          if (!object.contains(key)) object[key] = std::move(value);
-      }
-      return object;
-    }
-    default:
-      return nullptr;
-    }
+    auto path = stack_.empty() || !stack_.back().key ? std::string() : child_path();
+    fail(mark, "unsupported tag '" + tag + "'" + (path.empty() ? "" : " at '" + path + "'"));
   }
+
+  boost::json::value scalar(YAML::Mark const& mark, std::string const& tag, std::string const& text) const {
+    constexpr std::string_view prefix = "tag:yaml.org,2002:";
+    std::string_view core =
+        std::string_view(tag).starts_with(prefix) ? std::string_view(tag).substr(prefix.size()) : std::string_view();
+    if (tag == "!" || core == "str") return boost::json::string(text);
+    boost::json::value value;
+    if (!resolve_plain_scalar(text, value)) fail(mark, "integer out of range: '" + text + "'");
+    if (!core.empty()) {
+      bool fits = (core == "int" && (value.is_int64() || value.is_uint64())) ||
+                  (core == "float" && (value.is_double() || value.is_int64() || value.is_uint64())) ||
+                  (core == "bool" && value.is_bool()) || (core == "null" && value.is_null());
+      if (!fits) fail(mark, "'" + text + "' is not a valid !!" + std::string(core));
+      if (core == "float" && !value.is_double()) value = value.to_number<double>();
+    }
+    return value;
+  }
+
+  void key(YAML::Mark const& mark, std::string text, bool plain) {
+    auto& top = stack_.back();
+    if (plain && text == "<<") {
+      top.merge = true;
+      top.key = "<<";
+      return;
+    }
+    auto const& object = top.value.get_object();
+    if (object.contains(text)) {
+      top.key = std::move(text);
+      fail(mark, "duplicate key '" + child_path() + "'");
+    }
+    top.key = std::move(text);
+  }
+
+  void count(YAML::Mark const& mark, std::size_t values) {
+    values_ += values;
+    if (values_ > max_yaml_values)
+      fail(mark,
+           "more than " + std::to_string(max_yaml_values) + " values once aliases are expanded; not a config file");
+  }
+
+  /// A complete value: into the container on top of the stack, or the document itself.
+  void add(YAML::Mark const& mark, boost::json::value value, YAML::anchor_t anchor, std::size_t values) {
+    count(mark, values);
+    if (anchor) anchors_[anchor] = {value, values};
+    if (stack_.empty()) {
+      result_ = std::move(value);
+      return;
+    }
+    auto& top = stack_.back();
+    top.values += values;
+    if (top.value.is_array()) {
+      top.value.get_array().push_back(std::move(value));
+      return;
+    }
+    if (top.merge) {
+      top.merge = false;
+      top.key.reset();
+      if (value.is_object()) {
+        top.merged.push_back(std::move(value.get_object()));
+      } else if (value.is_array() && std::all_of(value.get_array().begin(), value.get_array().end(),
+                                                 [](auto const& m) { return m.is_object(); })) {
+        for (auto& m : value.get_array()) top.merged.push_back(std::move(m.get_object()));
+      } else {
+        fail(mark, "a merge key '<<' takes a mapping or a list of mappings");
+      }
+      return;
+    }
+    top.value.get_object()[*top.key] = std::move(value);
+    top.key.reset();
+  }
+
+  void open(YAML::Mark const& mark, std::string const& tag, YAML::anchor_t anchor, boost::json::value empty) {
+    check_tag(mark, tag);
+    if (expecting_key()) fail(mark, "a key that is not a scalar" + where());
+    count(mark, 1);
+    stack_.push_back({std::move(empty), mark, child_path(), anchor, 1, std::nullopt, false, {}});
+  }
+
+  void close() {
+    auto top = std::move(stack_.back());
+    stack_.pop_back();
+    if (top.value.is_object()) {
+      // Merged keys never replace the mapping's own; among merged mappings the first wins.
+      auto& object = top.value.get_object();
+      for (auto& merged : top.merged)
+        for (auto& [k, v] : merged)
+          if (!object.contains(k)) object[k] = std::move(v);
+    }
+    values_ -= top.values; // counted as they came; added again as one value below
+    add(top.mark, std::move(top.value), top.anchor, top.values);
+  }
+
+  std::string source_;
+  boost::json::value result_;
+  std::vector<frame> stack_;
+  std::map<YAML::anchor_t, std::pair<boost::json::value, std::size_t>> anchors_;
+  std::size_t values_ = 0;
+};
+
+/// Takes the events of a document and forgets them.
+struct yaml_ignore final : YAML::EventHandler {
+  void OnDocumentStart(YAML::Mark const&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(YAML::Mark const&, YAML::anchor_t) override {}
+  void OnAlias(YAML::Mark const&, YAML::anchor_t) override {}
+  void OnScalar(YAML::Mark const&, std::string const&, YAML::anchor_t, std::string const&) override {}
+  void OnSequenceStart(YAML::Mark const&, std::string const&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(YAML::Mark const&, std::string const&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
 };
 
 inline bool plain_is_safe(std::string_view s) {
@@ -241,7 +405,9 @@ inline void write_yaml(boost::json::value const& v, std::size_t indent, std::str
   std::string pad(indent, ' ');
   if (v.is_object()) {
     for (auto const& [key, value] : v.get_object()) {
-      out += pad + yaml_scalar(boost::json::string(key)) + ":";
+      // An implicit key is at most 1024 characters long; a longer one is written explicitly.
+      auto text = yaml_scalar(boost::json::string(key));
+      out += text.size() < 1000 ? pad + text + ":" : pad + "? " + text + "\n" + pad + ":";
       if (yaml_block(value)) {
         out += "\n";
         write_yaml(value, indent + 2, out);
@@ -269,16 +435,20 @@ inline void write_yaml(boost::json::value const& v, std::size_t indent, std::str
 namespace cairn {
 
 CAIRN_DECL boost::json::value parse_yaml(std::string_view text, std::string_view source) {
-  detail::yaml_reader reader{std::string(source)};
-  std::vector<YAML::Node> documents;
+  if (auto bad = detail::invalid_utf8(text))
+    throw config_error({{std::string(source), "not valid UTF-8 at " + detail::line_and_column(text, *bad)}});
+  std::istringstream in{std::string(text)};
+  detail::yaml_builder builder{std::string(source)};
   try {
-    documents = YAML::LoadAll(std::string(text));
+    YAML::Parser parser(in);
+    if (!parser.HandleNextDocument(builder)) return boost::json::object{}; // nothing but comments
+    detail::yaml_ignore rest;
+    if (parser.HandleNextDocument(rest)) throw config_error({{std::string(source), "more than one YAML document"}});
   } catch (YAML::Exception const& e) {
-    reader.fail(e.mark, "invalid YAML (" + e.msg + ")");
+    builder.fail(e.mark, "invalid YAML (" + e.msg + ")");
   }
-  if (documents.size() > 1) throw config_error({{std::string(source), "more than one YAML document"}});
-  if (documents.empty() || documents[0].IsNull()) return boost::json::object{}; // comments only: all defaults
-  return reader.convert(documents[0], "");
+  if (builder.result().is_null()) return boost::json::object{}; // an empty document: all defaults
+  return std::move(builder.result());
 }
 
 CAIRN_DECL boost::json::value read_yaml_file(std::string const& file, std::size_t limit) {
