@@ -1,0 +1,116 @@
+#pragma once
+// cairn: requires libtorch
+
+// A `model_state` of a libtorch `torch::nn::Module` trained with `torch::optim::Adam`: every
+// parameter whole (data parallel, or one process), its weights and Adam's moments as views of
+// the live tensors, so a save reads what training wrote and a load writes into the module and
+// the optimizer in place. Includes libtorch's module and optimizer headers: a translation unit
+// that does not build its state this way includes <cairn/checkpoint/state.hpp> instead.
+
+#include <cairn/checkpoint/state.hpp>
+
+#include <ATen/ops/zeros_like.h>
+#include <torch/nn/module.h>
+#include <torch/optim/adam.h>
+
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+namespace cairn {
+
+namespace detail {
+
+/// The key libtorch's optimizers file a parameter's state under: the address of its TensorImpl,
+/// as text in libtorch 1.x and as a pointer in 2.x.
+template <class Optimizer> auto optimizer_state_key(Optimizer const& optimizer, at::Tensor const& parameter) {
+  using key = typename std::decay_t<decltype(optimizer.state())>::key_type;
+  if constexpr (std::is_same_v<key, std::string>) {
+    std::ostringstream text;
+    text << static_cast<void const*>(parameter.unsafeGetTensorImpl());
+    return text.str();
+  } else {
+    return static_cast<key>(parameter.unsafeGetTensorImpl());
+  }
+}
+
+template <class Optimizer> torch::optim::AdamParamState& adam_state_of(Optimizer& optimizer, at::Tensor const& p) {
+  auto& states = optimizer.state();
+  auto key = optimizer_state_key(optimizer, p);
+  auto found = states.find(key);
+  if (found == states.end()) {
+    // What Adam creates at its first step, created now so that there is something to save and
+    // to load into; Adam then carries on from it exactly as from its own.
+    auto state = std::make_unique<torch::optim::AdamParamState>();
+    state->step(0);
+    state->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+    state->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+    found = states.emplace(std::move(key), std::move(state)).first;
+  }
+  auto* adam = dynamic_cast<torch::optim::AdamParamState*>(found->second.get());
+  if (!adam) throw error("adam_state: the optimizer's state of a parameter is not Adam's");
+  return *adam;
+}
+
+/// Every parameter of the optimizer, with whether its group uses AMSGrad.
+inline std::vector<std::pair<at::Tensor, bool>> adam_parameters(torch::optim::Adam& optimizer) {
+  std::vector<std::pair<at::Tensor, bool>> out;
+  for (auto& group : optimizer.param_groups()) {
+    bool amsgrad = static_cast<torch::optim::AdamOptions const&>(group.options()).amsgrad();
+    for (auto const& p : group.params()) out.emplace_back(p, amsgrad);
+  }
+  return out;
+}
+
+inline at::Tensor flat_view(at::Tensor const& t, std::string const& name, char const* what) {
+  if (!t.is_contiguous()) throw error("adam_state: " + std::string(what) + " of '" + name + "' is not contiguous");
+  return t.detach().view({-1});
+}
+
+} // namespace detail
+
+/// The state of `module` trained with `optimizer`, as checkpoints see it: each parameter
+/// (named as `named_parameters` names it, `layers.0.weight`) whole, with the state shards
+/// `weights`, `exp_avg`, `exp_avg_sq`, and `max_exp_avg_sq` when the optimizer uses AMSGrad.
+/// The tensors are views: build it once, after the optimizer exists, and hand the same state to
+/// every save and load. Adam's state is created (zero, step 0) where it does not exist yet,
+/// which changes nothing in how Adam goes on. `replicated`: every rank holds the same values
+/// (data parallel), so only rank 0's are written.
+///
+/// Adam's step count is not part of the state: after a resume, set it with `set_adam_step`
+/// (with one optimizer step per iteration, the resumed iteration).
+inline model_state adam_state(torch::nn::Module const& module, torch::optim::Adam& optimizer, bool replicated = false) {
+  auto parameters = detail::adam_parameters(optimizer);
+  bool amsgrad = !parameters.empty() && parameters.front().second;
+  for (auto const& [p, uses] : parameters)
+    if (uses != amsgrad) throw error("adam_state: some parameter groups use AMSGrad and others do not");
+  model_state state;
+  state.shard_names = {"weights", "exp_avg", "exp_avg_sq"};
+  if (amsgrad) state.shard_names.push_back("max_exp_avg_sq");
+  for (auto const& item : module.named_parameters(/*recurse=*/true)) {
+    auto const& name = item.key();
+    auto const& p = item.value();
+    bool optimized = false;
+    for (auto const& entry : parameters) optimized = optimized || entry.first.is_same(p);
+    if (!optimized) throw error("adam_state: parameter '" + name + "' of the module is not in the optimizer");
+    auto& adam = detail::adam_state_of(optimizer, p);
+    if (amsgrad && !adam.max_exp_avg_sq().defined()) adam.max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+    std::vector<std::uint64_t> shape(p.sizes().begin(), p.sizes().end());
+    parameter_state entry{{name, shape, to_dtype(p.scalar_type()), replicated, shard_layout::whole(shape)}, {}};
+    entry.shards = {detail::flat_view(p, name, "the weights"), detail::flat_view(adam.exp_avg(), name, "exp_avg"),
+                    detail::flat_view(adam.exp_avg_sq(), name, "exp_avg_sq")};
+    if (amsgrad) entry.shards.push_back(detail::flat_view(adam.max_exp_avg_sq(), name, "max_exp_avg_sq"));
+    state.parameters.push_back(std::move(entry));
+  }
+  state.check();
+  return state;
+}
+
+/// Sets Adam's step count of every parameter (the bias correction depends on it).
+inline void set_adam_step(torch::optim::Adam& optimizer, std::int64_t step) {
+  for (auto const& [p, amsgrad] : detail::adam_parameters(optimizer)) detail::adam_state_of(optimizer, p).step(step);
+}
+
+} // namespace cairn
