@@ -10,7 +10,12 @@
 namespace cairn {
 
 /// What a diagnostic that is not an error is about.
-enum class severity { info, warning, deprecation };
+enum class severity {
+  info,
+  warning,
+  deprecation,
+  progress, ///< how far long work has come (see <cairn/progress.hpp>); an empty message ends it
+};
 
 /// Receives every warning, deprecation and progress message cairn emits.
 using diagnostic_sink = std::function<void(severity, diagnostic const&)>;

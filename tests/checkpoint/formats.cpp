@@ -1,5 +1,6 @@
 // The distributed and state_dict formats in one process: bitwise round trips, partial loads,
 // dtype conversion, metadata versions, and broken checkpoints reported with file and parameter.
+#include <cairn/checkpoint/convert.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/io/file.hpp>
 
@@ -265,4 +266,53 @@ TEST_CASE("state builders: shards taken from whole tensors, optimizer state zero
   auto loaded = cairn::whole_state({{"w", at::zeros({7, 5})}, {"b", at::zeros({5})}}, {"exp_avg"});
   cairn::load_checkpoint(loaded, comm, load_config(dir / "a", state_dict));
   CHECK(bitwise_equal(state, loaded));
+}
+
+TEST_CASE("long work reports progress: bytes done of the total, throughput, time left; then ends its line") {
+  // Every byte counts at once here; by default the first report comes after 2 s, then every 5 s.
+  auto previous = cairn::set_progress_timing({std::chrono::milliseconds(0), std::chrono::milliseconds(0)});
+  struct restore {
+    cairn::progress_timing timing;
+    ~restore() { cairn::set_progress_timing(timing); }
+  } restore_timing{previous};
+  std::vector<cairn::diagnostic> reports;
+  cairn::scoped_diagnostic_sink sink([&](cairn::severity level, cairn::diagnostic const& d) {
+    if (level == cairn::severity::progress) reports.push_back(d);
+  });
+  auto done_of = [](std::string const& message) { return message.substr(0, message.find(" of ")); };
+
+  temp_dir dir;
+  auto state = test_model::make(scheme::dim, 0, 1, true);
+  auto total = cairn::size_text(double(state.bytes()));
+  cairn::save_checkpoint(state, comm, save_config(dir / "a", distributed));
+  REQUIRE(reports.size() >= 3); // one per tensor written, then the end
+  CHECK(reports.front().path == (dir / "a").string());
+  CHECK(reports.front().message.starts_with("saving: "));
+  CHECK(reports.front().message.find(" of " + total + " (") != std::string::npos);
+  CHECK(reports.front().message.find("/s") != std::string::npos);
+  CHECK(reports[reports.size() - 2].message.find("saving: " + total + " of " + total) == 0);
+  CHECK(reports.back().message.empty()); // the work ended
+  CHECK(done_of(reports.front().message) != done_of(reports[reports.size() - 2].message));
+
+  reports.clear();
+  auto into = test_model::make(scheme::flat, 0, 1, false);
+  cairn::load_checkpoint(into, comm, load_config(dir / "a", distributed));
+  REQUIRE(reports.size() >= 2);
+  CHECK(reports[reports.size() - 2].message.find("loading: " + total + " of " + total) == 0);
+
+  reports.clear();
+  CHECK(cairn::verify_checkpoint(dir / "a").ok());
+  REQUIRE(reports.size() >= 2);
+  CHECK(reports.front().message.starts_with("verifying: "));
+
+  // A conversion is one piece of work: the load and the save inside it report as part of it.
+  reports.clear();
+  cairn::convert_config convert;
+  convert.input.path = dir / "a";
+  convert.output.path = dir / "b";
+  convert.output.format = state_dict;
+  cairn::convert_checkpoint(convert);
+  REQUIRE(reports.size() >= 2);
+  for (std::size_t i = 0; i + 1 < reports.size(); ++i) CHECK(reports[i].message.starts_with("converting: "));
+  CHECK(reports[reports.size() - 2].message.find("converting: " + cairn::size_text(2.0 * double(state.bytes()))) == 0);
 }

@@ -11,6 +11,7 @@
 #include <cairn/config/json.hpp>
 #include <cairn/io/safetensors.hpp>
 #include <cairn/io/safetensors_writer.hpp>
+#include <cairn/progress.hpp>
 
 #include <boost/describe/class.hpp>
 
@@ -90,6 +91,7 @@ public:
       for (auto const& run : overlap(p.shape, saved, shard_layout::whole(p.shape))) {
         std::memcpy(whole.data() + run.target * size, bytes.data() + run.source * size, run.length * size);
         written += run.length;
+        progress_scope::count(run.length * size);
       }
     };
     if (input_.format == checkpoint_format::distributed) {
@@ -150,6 +152,11 @@ inline std::string convert_checkpoint(convert_config const& config) {
     if (i == 0 ? config.output.model_weights : config.output.optimizer_state)
       out.shard_names.push_back(in.shard_names[i]);
   if (out.shard_names.empty()) throw error("nothing to convert: neither model_weights nor optimizer_state");
+
+  std::uint64_t input_bytes = 0;
+  for (auto const& [name, p] : reader.parameters())
+    input_bytes += cairn::whole_numel(p) * io::size_of(p.dtype) * out.shard_names.size();
+  progress_scope progress("converting", config.output.path.string(), 2 * input_bytes); // read, then written
 
   cairn::io::make_directories(config.output.path);
   std::vector<std::vector<std::byte>> buffers; // alive until their file is written

@@ -16,6 +16,7 @@
 #include <cairn/io/index.hpp>
 #include <cairn/io/safetensors.hpp>
 #include <cairn/io/safetensors_writer.hpp>
+#include <cairn/progress.hpp>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/cat.h>
@@ -195,6 +196,9 @@ template <class Model, class Comm> void save(model_state const& state, Comm& com
   detail::check_model_type(conv, config.model_type);
   auto ranks = cairn::detail::all_rank_layouts(state, comm);
   auto parameters = cairn::detail::parameters_of(ranks);
+  std::uint64_t whole_bytes = 0;
+  for (auto const& [name, p] : parameters) whole_bytes += cairn::whole_numel(p) * io::size_of(p.dtype);
+  progress_scope progress("exporting", config.path.string(), comm.rank() == 0 ? whole_bytes : 0);
 
   auto rules = conv.weights(model);
   std::set<std::string> covered;
@@ -293,6 +297,7 @@ template <class Model, class Comm> void load(model_state& state, Comm& comm, con
                                              Model const& model, checkpoint_load_config const& config,
                                              verification verify = verification::checksums) {
   state.check();
+  progress_scope progress("loading", config.path.string(), state.bytes(false));
   detail::check_model_type(conv, config.model_type);
   auto weights_only = config;
   weights_only.model_weights = true;

@@ -10,6 +10,7 @@
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/comm/communicator.hpp>
+#include <cairn/progress.hpp>
 
 #include <boost/json/value.hpp>
 
@@ -37,6 +38,7 @@ template <class Function> decltype(auto) with_format(checkpoint_format format, F
 template <comm::communicator Comm>
 void save_checkpoint(model_state const& state, Comm& comm, checkpoint_save_config const& config,
                      boost::json::value const& program_config = {}, boost::json::value const& metadata = {}) {
+  progress_scope progress("saving", config.path.string(), state.bytes(config.optimizer_state));
   detail::with_format(config.format,
                       [&](auto policy) { decltype(policy)::save(state, comm, config, program_config, metadata); });
 }
@@ -49,6 +51,7 @@ void save_checkpoint(model_state const& state, Comm& comm, checkpoint_save_confi
 template <comm::communicator Comm> checkpoint_metadata load_checkpoint(model_state& state, Comm& comm,
                                                                        checkpoint_load_config const& config,
                                                                        verification verify = verification::checksums) {
+  progress_scope progress("loading", config.path.string(), state.bytes(config.optimizer_state));
   return detail::with_format(config.format,
                              [&](auto policy) { return decltype(policy)::load(state, comm, config, verify); });
 }

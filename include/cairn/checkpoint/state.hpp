@@ -41,6 +41,15 @@ struct model_state {
     return nullptr;
   }
 
+  /// The bytes this rank holds: of the weights alone, or with the optimizer state.
+  [[nodiscard]] std::uint64_t bytes(bool optimizer_state = true) const {
+    std::uint64_t total = 0;
+    for (auto const& p : parameters)
+      for (std::size_t i = 0; i < p.shards.size() && (optimizer_state || i == 0); ++i)
+        total += static_cast<std::uint64_t>(p.shards[i].defined() ? p.shards[i].nbytes() : 0);
+    return total;
+  }
+
   /// Checks that every parameter has a tensor per shard name, with its layout's element count
   /// and dtype; an error naming the parameter otherwise.
   void check() const {

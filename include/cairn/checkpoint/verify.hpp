@@ -7,6 +7,7 @@
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/io/index.hpp>
 #include <cairn/io/safetensors.hpp>
+#include <cairn/progress.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -147,13 +148,22 @@ inline verification_report verify_checkpoint(std::filesystem::path const& path) 
     problems.push_back(*problem);
     return report;
   }
-  for (auto const& file_path : safetensors_files(path)) {
+  auto files = safetensors_files(path);
+  std::uint64_t total = 0;
+  for (auto const& f : files) {
+    std::error_code ec;
+    auto size = std::filesystem::file_size(f, ec);
+    if (!ec) total += size;
+  }
+  progress_scope progress("verifying", path.string(), total);
+  for (auto const& file_path : files) {
     try {
       io::safetensors_file file(file_path);
       if (!file.has_checksums()) problems.push_back(file_path.string() + ": no checksums recorded");
       for (auto const& t : file.tensors()) {
         try {
           if (file.metadata().contains(io::checksum_key(t.name))) file.verify(t);
+          progress_scope::count(t.end - t.begin);
         } catch (error const& e) {
           problems.emplace_back(e.what());
         }

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <mutex>
+#include <unistd.h>
 
 namespace cairn::detail {
 
@@ -15,7 +16,27 @@ struct sink_state {
 };
 
 CAIRN_DECL void print_to_stderr(severity level, diagnostic const& d) {
-  char const* label = level == severity::info ? "info" : level == severity::warning ? "warning" : "deprecated";
+  // Progress on a terminal: one line, rewritten in place and cleared when the work ends or
+  // another message comes. Called under the sink's lock.
+  static bool progress_line_open = false;
+  static bool terminal = ::isatty(2) == 1;
+  if (terminal && progress_line_open) {
+    std::fputs("\r\033[K", stderr);
+    progress_line_open = false;
+  }
+  if (level == severity::progress) {
+    if (d.message.empty()) return;
+    if (terminal) {
+      std::fprintf(stderr, "cairn: %s", d.to_string().c_str());
+      progress_line_open = true;
+      std::fflush(stderr);
+      return;
+    }
+  }
+  char const* label = level == severity::info       ? "info"
+                      : level == severity::warning  ? "warning"
+                      : level == severity::progress ? "progress"
+                                                    : "deprecated";
   std::fprintf(stderr, "cairn: %s: %s\n", label, d.to_string().c_str());
 }
 

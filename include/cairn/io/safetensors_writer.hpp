@@ -7,6 +7,7 @@
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/safetensors.hpp>
+#include <cairn/progress.hpp>
 
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -137,6 +138,7 @@ private:
         auto piece = e.bytes.subspan(at, std::min(chunk, e.bytes.size() - at));
         if (policy_ == checksums::record) hash.update(piece);
         file.write(piece);
+        progress_scope::count(piece.size());
       }
     } else {
       constexpr std::size_t elements = std::size_t{4} << 20;
@@ -149,6 +151,7 @@ private:
         convert(e.bytes.subspan(at * in, n * in), e.source_type, target, e.stored_type);
         if (policy_ == checksums::record) hash.update(target);
         file.write(target);
+        progress_scope::count(n * in); // the bytes of the state, whatever the stored type
       }
     }
     if (policy_ == checksums::record) e.checksum = hash.value();

@@ -7,6 +7,7 @@
 
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/diagnostics.hpp>
+#include <cairn/progress.hpp>
 #include <cairn/training/progress.hpp>
 
 #include <ATen/core/Tensor.h>
@@ -95,8 +96,12 @@ public:
   /// paused `paused` seconds for it.
   void start(std::int64_t iteration, std::filesystem::path path, std::uint64_t bytes, clock::time_point started,
              double paused, std::function<void()> task) {
+    auto quiet = [task = std::move(task)] {
+      progress_scope silent("", "", 0, /*quiet=*/true); // training logs while it writes
+      task();
+    };
     pending_ =
-        write{iteration, std::move(path), std::async(std::launch::async, std::move(task)), bytes, started, paused};
+        write{iteration, std::move(path), std::async(std::launch::async, std::move(quiet)), bytes, started, paused};
   }
 
   [[nodiscard]] bool pending() const noexcept { return pending_.has_value(); }

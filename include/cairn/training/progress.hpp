@@ -3,6 +3,7 @@
 // How the checkpoint manager reports its work: sizes, throughput, pauses. No libtorch.
 
 #include <cairn/diagnostics.hpp>
+#include <cairn/progress.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -11,19 +12,6 @@
 #include <string>
 
 namespace cairn {
-
-/// "1.50 GiB", for progress messages.
-inline std::string size_text(double bytes) {
-  char const* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
-  return text;
-}
 
 /// "saved checkpoint: 1.50 GiB in 2.310 s (664.94 MiB/s), training paused 0.120 s".
 inline std::string progress_text(std::string const& what, std::uint64_t bytes, double seconds,

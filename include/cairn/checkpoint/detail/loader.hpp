@@ -9,6 +9,7 @@
 #include <cairn/checkpoint/detail/transfer.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/io/safetensors.hpp>
+#include <cairn/progress.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -61,6 +62,7 @@ public:
     auto staging = staging_for(live);
     load_shard(p.layout, staging, sources, path, report_);
     finish_staging(live, staging);
+    progress_scope::count(static_cast<std::uint64_t>(live.nbytes()));
   }
 
   /// Ends the load of `p`: optimizer state not loaded is zeroed, so that training restarts it
