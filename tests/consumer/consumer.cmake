@@ -8,3 +8,12 @@ foreach(mode IN ITEMS find_package add_subdirectory)
                    -DCXX=${CMAKE_CXX_COMPILER} -P ${cairn_consumer_dir}/run.cmake)
   set_tests_properties(consumer_${mode} PROPERTIES LABELS consumer)
 endforeach()
+
+# The README's C++ blocks, compiled against the installed package; its trainer run and resumed.
+if(CAIRN_WITH_TORCH)
+  add_test(NAME consumer_readme
+           COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DBUILD_DIR=${CMAKE_BINARY_DIR}
+                   -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumer_readme -DGENERATOR=${CMAKE_GENERATOR}
+                   -DCXX=${CMAKE_CXX_COMPILER} -P ${cairn_consumer_dir}/readme.cmake)
+  set_tests_properties(consumer_readme PROPERTIES LABELS consumer TIMEOUT 900)
+endif()
