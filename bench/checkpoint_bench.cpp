@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
               t_plain_read / t_dist_load);
   std::printf("  the same, checksums not verified      %6.2f GB/s  (%.2fx the plain read)\n", gb / t_fast_load,
               t_plain_read / t_fast_load);
+  std::printf("  verified / not verified               %6.2fx  (target >= 0.95)\n", t_fast_load / t_dist_load);
   std::printf("  distributed load, resharded           %6.2f GB/s  (%.2fx the same-layout load)\n", gb / t_reshard,
               t_dist_load / t_reshard);
   std::printf("  torch::save + fsync (baseline)        %6.2f GB/s\n", gb / t_torch_save);

@@ -15,13 +15,7 @@ trap 'rm -rf "$out"' EXIT
 printf '#include <boost/json.hpp>\nint main() { return boost::json::value(1).is_int64() ? 0 : 1; }\n' >"$out/baseline.cpp"
 printf '#include <cairn/config/src.hpp>\n' >"$out/src.cpp"
 
-seconds() { # one compile, in seconds
-  local start end
-  start=$(date +%s.%N)
-  "$cxx" "${flags[@]}" "$@" -o "$out/x.o"
-  end=$(date +%s.%N)
-  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", b - a }'
-}
+source bench/compile_common.sh
 min() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "" || b < a) ? b : a }'; }
 
 base= header= separate= src=

@@ -40,13 +40,7 @@ grep -h '^#include <' "$out/readme_trainer.cpp" | grep -v '<cairn/' >"$out/readm
 echo '#include <boost/json.hpp>' >>"$out/readme_baseline.cpp"
 echo 'int main() { return 0; }' >>"$out/readme_baseline.cpp"
 
-seconds() { # one compile, in seconds
-  local start end
-  start=$(date +%s.%N)
-  "$cxx" "${flags[@]}" "$@" -o "$out/x.o"
-  end=$(date +%s.%N)
-  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }'
-}
+source bench/compile_common.sh
 row() { # name, baseline seconds, cairn seconds
   awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "  %-46s %6.1f s  %6.1f s  %+6.1f s  %.2fx\n", n, a, b, b - a, b / a }'
 }

@@ -188,9 +188,11 @@ TEST_CASE("errors name the file, the line and the column") {
   CHECK(error_of("a: 1\n---\na: 2\n").find("more than one YAML document") != std::string::npos);
   CHECK(error_of("a: 99999999999999999999999\n").find("integer out of range") != std::string::npos);
   CHECK(error_of("<<: 5\n").find("merge key") != std::string::npos);
-  CHECK(error_of("a: \"caf\xe9\"\n").find("not valid UTF-8 at line 1, column 8") != std::string::npos);
-  CHECK(error_of("a: \"\\x9f\"\n").find("not valid UTF-8 once its escapes are decoded") != std::string::npos);
-  CHECK(error_of(",..8").find("more than one YAML document") != std::string::npos); // yaml-cpp's LoadAll loops on it
+  CHECK(error_of("a: \"caf\xe9\"\n").find("not valid UTF-8, or a control character, at line 1, column 8") !=
+        std::string::npos);
+  CHECK(error_of(std::string("a: b\0c\n", 7)).find("a control character, at line 1, column 5") != std::string::npos);
+  CHECK(cairn::parse_yaml("a: \"tab\\there \\x9f\"\n").at("a") == "tab\there \u009f"); // escapes decode to UTF-8
+  CHECK(error_of(",..8").find("more than one YAML document") != std::string::npos);    // yaml-cpp's LoadAll loops on it
 
   // Aliases of aliases: ten lines that would expand to 10^9 values.
   std::string laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";

@@ -2,6 +2,7 @@
 # build them: the block with `int main` as a program, run as the README says (a run, then a
 # resume); every other block compiled in one translation unit, each in a namespace of its own
 # (its #include lines first). Arguments: SOURCE_DIR, BUILD_DIR, WORK_DIR, GENERATOR, CXX.
+cmake_policy(VERSION 3.22)
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
   if(NOT result EQUAL 0)

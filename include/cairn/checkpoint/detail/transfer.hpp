@@ -19,6 +19,7 @@
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cairn {
@@ -59,6 +61,73 @@ inline load_source source_from(io::safetensors_file const& file, io::tensor_info
   return {file.bytes(t), t.dtype, std::move(layout), checksum, file.path().string() + ": tensor '" + t.name + "'",
           &file,         &t};
 }
+
+/// Hashes bytes on a thread of its own while the caller copies them, so that a verified load
+/// costs what an unverified one does where a core is free. The caller says how much is ready
+/// (`ready`) as it goes; `value()` waits for the hash of all of it. Small inputs are hashed on
+/// the caller's thread, where a thread would cost more than it saves.
+class background_hash {
+public:
+  static constexpr std::size_t threshold = std::size_t{4} << 20;
+
+  /// `bytes` will be ready in order; `all_ready`: they are already.
+  background_hash(std::span<std::byte const> bytes, bool all_ready)
+      : bytes_(bytes), ready_(all_ready ? bytes.size() : 0) {
+    if (bytes.size() >= threshold) worker_ = std::thread([this] { run(); });
+  }
+  background_hash(background_hash const&) = delete;
+  background_hash& operator=(background_hash const&) = delete;
+  ~background_hash() {
+    if (worker_.joinable()) {
+      stop_.store(true);
+      ready_.store(bytes_.size());
+      ready_.notify_one();
+      worker_.join();
+    }
+  }
+
+  /// The first `n` bytes are ready.
+  void ready(std::size_t n) {
+    if (worker_.joinable()) {
+      ready_.store(n, std::memory_order_release);
+      ready_.notify_one();
+    }
+  }
+
+  /// The hash of all the bytes (all must have been made ready).
+  std::uint64_t value() {
+    if (!worker_.joinable()) {
+      io::checksum hash;
+      hash.update(bytes_);
+      return hash.value();
+    }
+    ready(bytes_.size());
+    worker_.join();
+    return value_;
+  }
+
+private:
+  void run() {
+    io::checksum hash;
+    std::size_t done = 0;
+    while (done < bytes_.size() && !stop_.load()) {
+      auto ready = ready_.load(std::memory_order_acquire);
+      if (ready == done) {
+        ready_.wait(done, std::memory_order_acquire);
+        continue;
+      }
+      hash.update(bytes_.subspan(done, ready - done));
+      done = ready;
+    }
+    value_ = hash.value();
+  }
+
+  std::span<std::byte const> bytes_;
+  std::atomic<std::size_t> ready_;
+  std::atomic<bool> stop_{false};
+  std::uint64_t value_ = 0;
+  std::thread worker_;
+};
 
 /// Problems found while loading on this rank, agreed on by all ranks before anyone returns.
 class load_report {
@@ -127,27 +196,32 @@ inline void load_shard(parameter_layout const& layout, at::Tensor& staging, std:
     auto const& plan = plans[i];
     bool whole_copy = plan.size() == 1 && source.dtype == layout.dtype && plan[0].source == 0 &&
                       plan[0].length * in == source.bytes.size();
-    io::checksum hash;
+    std::optional<std::uint64_t> hash;
     if (whole_copy) {
-      // The common case (loading with the saving layout): copy and hash in cache-sized pieces,
-      // one pass over memory instead of two.
+      // The common case (loading with the saving layout): the copy, read in pieces, is hashed
+      // behind it as it lands (in cache when it does), on another thread for a large tensor.
       constexpr std::size_t piece = std::size_t{1} << 20;
       auto into = target.subspan(plan[0].target * out, source.bytes.size());
+      std::optional<background_hash> hasher;
+      if (source.checksum) hasher.emplace(into, false);
       for (std::size_t at = 0; at < source.bytes.size(); at += piece) {
         auto n = std::min(piece, source.bytes.size() - at);
         if (source.file)
           source.file->read_into(*source.tensor, at, into.subspan(at, n));
         else
           std::memcpy(into.data() + at, source.bytes.data() + at, n);
-        if (source.checksum) hash.update(into.subspan(at, n));
+        if (hasher) hasher->ready(at + n);
       }
+      if (hasher) hash = hasher->value();
     } else {
-      if (source.checksum) hash.update(source.bytes);
+      std::optional<background_hash> hasher;
+      if (source.checksum) hasher.emplace(source.bytes, true);
       for (auto const& run : plan)
         io::convert(source.bytes.subspan(run.source * in, run.length * in), source.dtype,
                     target.subspan(run.target * out, run.length * out), layout.dtype);
+      if (hasher) hash = hasher->value();
     }
-    if (source.checksum && hash.value() != *source.checksum)
+    if (source.checksum && hash != *source.checksum)
       report.add(path, source.origin + " is corrupt: its checksum does not match");
   }
   if (written < expected)

@@ -111,11 +111,14 @@ inline bool resolve_plain_scalar(std::string_view s, boost::json::value& out) {
   return true;
 }
 
-/// The offset of the first byte that is not part of valid UTF-8, if any.
-inline std::optional<std::size_t> invalid_utf8(std::string_view text) {
+/// The offset of the first byte that is not part of valid UTF-8, or, unless `controls`, is a
+/// control character other than tab, line feed and carriage return (which YAML text may not
+/// hold either), if any.
+inline std::optional<std::size_t> invalid_utf8(std::string_view text, bool controls = false) {
   auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
   for (std::size_t i = 0; i < text.size();) {
     auto c = byte(i);
+    if (!controls && ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)) return i;
     std::size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
     if (length == 0 || i + length > text.size()) return i;
     std::uint32_t point = length == 1 ? c : c & (0x7fu >> length);
@@ -180,8 +183,10 @@ public:
   void OnScalar(YAML::Mark const& mark, std::string const& tag, YAML::anchor_t anchor,
                 std::string const& text) override {
     check_tag(mark, tag);
-    // yaml-cpp decodes an escape such as "\x9f" to a raw byte, not to UTF-8.
-    if (invalid_utf8(text)) fail(mark, "a scalar that is not valid UTF-8 once its escapes are decoded");
+    // Escapes may decode to control characters, which a string may hold; anything that is not
+    // UTF-8 came out of yaml-cpp's decoding of text that was.
+    if (invalid_utf8(text, /*controls=*/true))
+      fail(mark, "a scalar that is not valid UTF-8 once its escapes are decoded");
     if (expecting_key()) {
       key(mark, text, tag == "?");
       if (anchor) anchors_[anchor] = {boost::json::string(text), 1};
@@ -436,7 +441,8 @@ namespace cairn {
 
 CAIRN_DECL boost::json::value parse_yaml(std::string_view text, std::string_view source) {
   if (auto bad = detail::invalid_utf8(text))
-    throw config_error({{std::string(source), "not valid UTF-8 at " + detail::line_and_column(text, *bad)}});
+    throw config_error(
+        {{std::string(source), "not valid UTF-8, or a control character, at " + detail::line_and_column(text, *bad)}});
   std::istringstream in{std::string(text)};
   detail::yaml_builder builder{std::string(source)};
   try {
