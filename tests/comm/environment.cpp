@@ -1,6 +1,9 @@
 // The torchrun variables: read, and every missing or malformed one named.
 #include <cairn/comm/environment.hpp>
+#include <cairn/config.hpp>
 
+#include <boost/describe/class.hpp>
+#include <boost/json.hpp>
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -53,4 +56,56 @@ TEST_CASE("a missing or malformed variable is named") {
   set_all("0", "2", "h", "70000");
   CHECK_THROWS_WITH_AS(cairn::comm::read_environment(),
                        "environment variable MASTER_PORT=70000 must be an integer in [1, 65535]", cairn::error);
+}
+
+TEST_CASE("without a launcher, a program is one process alone") {
+  set_all(nullptr, nullptr, nullptr, nullptr);
+  auto env = cairn::comm::environment_or_single();
+  CHECK(env.rank == 0);
+  CHECK(env.world_size == 1);
+  set_all("0", "2", nullptr, nullptr); // a launcher that forgot the address is still an error
+  CHECK_THROWS_WITH_AS(cairn::comm::environment_or_single(), doctest::Contains("MASTER_ADDR"), cairn::error);
+}
+
+TEST_CASE("each rank of a node takes the GPU of its LOCAL_RANK; none, or too few, is an error saying so") {
+  cairn::comm::distributed_environment env;
+  env.rank = 5;
+  env.local_rank = 1;
+  CHECK(cairn::comm::cuda_device_for(env, 8) == 1);
+  set("CUDA_VISIBLE_DEVICES", "3");
+  CHECK_THROWS_WITH_AS(cairn::comm::cuda_device_for(env, 1),
+                       "rank 5: LOCAL_RANK=1, but 1 GPU is visible (CUDA_VISIBLE_DEVICES=3); NCCL needs a GPU of its "
+                       "own for each rank of a node",
+                       cairn::error);
+  set("CUDA_VISIBLE_DEVICES", nullptr);
+  CHECK_THROWS_WITH_AS(cairn::comm::cuda_device_for(env, 0), "rank 5: no GPU is visible", cairn::error);
+}
+
+TEST_CASE(
+    "comm=auto is NCCL for CUDA tensors when built with it, else Gloo; NCCL asked for and impossible is an error") {
+  using cairn::comm::backend;
+  using cairn::comm::resolve_backend;
+  CHECK(resolve_backend(backend::auto_, true, true) == backend::nccl);
+  CHECK(resolve_backend(backend::auto_, true, false) == backend::gloo);
+  CHECK(resolve_backend(backend::auto_, false, true) == backend::gloo);
+  CHECK(resolve_backend(backend::gloo, true, true) == backend::gloo);
+  CHECK(resolve_backend(backend::nccl, true, true) == backend::nccl);
+  CHECK_THROWS_WITH_AS(resolve_backend(backend::nccl, true, false), doctest::Contains("built without NCCL"),
+                       cairn::error);
+  CHECK_THROWS_WITH_AS(resolve_backend(backend::nccl, false, true), doctest::Contains("needs CUDA tensors"),
+                       cairn::error);
+}
+
+namespace {
+struct comm_choice {
+  cairn::comm::backend comm = cairn::comm::backend::auto_;
+};
+BOOST_DESCRIBE_STRUCT(comm_choice, (), (comm))
+} // namespace
+
+TEST_CASE("an enumerator named after a keyword (auto_) is spelt without its underscore in a config") {
+  CHECK(cairn::to_json(comm_choice{}).at("comm") == "auto");
+  CHECK(cairn::from_json<comm_choice>(boost::json::object{}, {"comm=nccl"}).comm == cairn::comm::backend::nccl);
+  CHECK(cairn::from_json<comm_choice>(boost::json::object{{"comm", "auto"}}).comm == cairn::comm::backend::auto_);
+  CHECK_THROWS_AS(cairn::from_json<comm_choice>(boost::json::object{{"comm", "auto_"}}), cairn::config_error);
 }

@@ -5,6 +5,8 @@
 
 #include <cairn/error.hpp>
 
+#include <boost/describe/enum.hpp>
+
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
@@ -59,5 +61,55 @@ inline distributed_environment read_environment() {
   }
   return env;
 }
+
+/// The environment of this process: the torchrun variables when a launcher set them (WORLD_SIZE
+/// is set), else one process alone.
+inline distributed_environment environment_or_single() {
+  return detail::variable("WORLD_SIZE") ? read_environment() : distributed_environment{};
+}
+
+/// The CUDA device a rank uses: its LOCAL_RANK among the `visible` devices (NCCL puts one rank on
+/// each GPU). An error says why there is none.
+inline int cuda_device_for(distributed_environment const& env, int visible) {
+  auto devices = detail::variable("CUDA_VISIBLE_DEVICES");
+  auto shown = devices ? " (CUDA_VISIBLE_DEVICES=" + *devices + ")" : std::string();
+  if (visible <= 0) throw error("rank " + std::to_string(env.rank) + ": no GPU is visible" + shown);
+  if (env.local_rank >= visible)
+    throw error("rank " + std::to_string(env.rank) + ": LOCAL_RANK=" + std::to_string(env.local_rank) + ", but " +
+                std::to_string(visible) + (visible == 1 ? " GPU is" : " GPUs are") + " visible" + shown +
+                "; NCCL needs a GPU of its own for each rank of a node");
+  return env.local_rank;
+}
+
+/// The collective backends a program can ask for.
+enum class backend {
+  auto_, ///< "auto": NCCL for CUDA tensors when cairn was built with it, else Gloo
+  gloo,  ///< CPU collectives; CUDA tensors travel through host memory
+  nccl,  ///< GPU collectives; needs CUDA tensors and CAIRN_WITH_NCCL
+};
+BOOST_DESCRIBE_ENUM(backend, auto_, gloo, nccl)
+
+/// What `requested` means for a run on `cuda` (or CPU) tensors with NCCL built in or not: gloo or
+/// nccl, or an error saying why NCCL cannot be had.
+inline backend resolve_backend(backend requested, bool cuda, bool nccl_built) {
+  switch (requested) {
+  case backend::gloo:
+    return backend::gloo;
+  case backend::nccl:
+    if (!nccl_built) throw error("comm=nccl, but cairn was built without NCCL (configure it with CAIRN_WITH_NCCL=ON)");
+    if (!cuda) throw error("comm=nccl needs CUDA tensors (device=cuda)");
+    return backend::nccl;
+  default:
+    return cuda && nccl_built ? backend::nccl : backend::gloo;
+  }
+}
+
+/// Whether this program was compiled with cairn's NCCL backend.
+inline constexpr bool built_with_nccl =
+#ifdef CAIRN_WITH_NCCL
+    true;
+#else
+    false;
+#endif
 
 } // namespace cairn::comm

@@ -83,9 +83,14 @@ struct enum_entry {
   std::string_view name;
   std::int64_t value;
 };
+/// An enumerator named after a C++ keyword takes a trailing underscore (`auto_`); its name in a
+/// config does not.
+constexpr std::string_view enumerator_name(std::string_view name) {
+  return name.size() > 1 && name.back() == '_' ? name.substr(0, name.size() - 1) : name;
+}
 template <template <class...> class L, class... D>
 constexpr std::array<enum_entry, sizeof...(D)> enum_entries(L<D...>) {
-  return {{{D::name, static_cast<std::int64_t>(D::value)}...}};
+  return {{{enumerator_name(D::name), static_cast<std::int64_t>(D::value)}...}};
 }
 /// The enumerators of E, a constant.
 template <class E> inline constexpr auto enum_table = enum_entries(boost::describe::describe_enumerators<E>());
