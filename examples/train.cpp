@@ -14,6 +14,9 @@
 // the seed, so a run killed at any iteration and resumed ends bitwise identical to an
 // uninterrupted one on the same number of ranks.
 #include <cairn/cairn.hpp>
+#ifdef CAIRN_WITH_NCCL
+#include <cairn/comm/nccl.hpp> // comm=nccl
+#endif
 #ifdef CAIRN_WITH_YAML
 #include <cairn/config/yaml.hpp> // --config FILE.yaml, --print-config=yaml
 #endif
@@ -109,9 +112,10 @@ struct train_config : cairn::trainer_config {
   data_config data;
   std::uint64_t seed = 1;
   device_type device = device_type::cpu;
+  cairn::comm::backend comm = cairn::comm::backend::auto_;
   testing_config testing;
 };
-BOOST_DESCRIBE_STRUCT(train_config, (cairn::trainer_config), (model, optimizer, data, seed, device, testing))
+BOOST_DESCRIBE_STRUCT(train_config, (cairn::trainer_config), (model, optimizer, data, seed, device, comm, testing))
 
 constexpr auto cairn_fields(train_config const*) {
   using namespace cairn;
@@ -120,6 +124,10 @@ constexpr auto cairn_fields(train_config const*) {
                 field(&train_config::data, "The synthetic data.", hint::core),
                 field(&train_config::seed, "Seed of the data and the initial weights.", hint::core),
                 field(&train_config::device, "Where to train: cpu or cuda.", hint::core),
+                field(&train_config::comm,
+                      "Collectives between ranks: auto (NCCL when device=cuda and cairn was built with NCCL, "
+                      "else Gloo), gloo or nccl.",
+                      hint::core),
                 field(&train_config::testing, "Hooks for tests.", hint::testing));
 }
 
@@ -299,9 +307,20 @@ int train(train_config cfg) {
   if (cfg.device == device_type::cuda && !at::hasCUDA())
     throw cairn::config_error(std::vector<cairn::diagnostic>{
         {"device", "cuda is not available: this libtorch was built without CUDA or sees no GPU"}});
-  auto comm = std::getenv("WORLD_SIZE") && std::string(std::getenv("WORLD_SIZE")) != "1"
-                  ? cairn::comm::any_communicator(cairn::comm::gloo_from_environment())
-                  : cairn::comm::any_communicator(cairn::comm::single_process());
+  auto backend = cairn::comm::backend::gloo;
+  try {
+    backend = cairn::comm::resolve_backend(cfg.comm, cfg.device == device_type::cuda, cairn::comm::built_with_nccl);
+  } catch (cairn::error const& e) {
+    throw cairn::config_error(std::vector<cairn::diagnostic>{{"comm", e.what()}});
+  }
+  auto env = cairn::comm::environment_or_single();
+  auto comm = [&] {
+#ifdef CAIRN_WITH_NCCL
+    if (backend == cairn::comm::backend::nccl) return cairn::comm::any_communicator(cairn::comm::make_nccl(env));
+#endif
+    return env.world_size > 1 ? cairn::comm::any_communicator(cairn::comm::make_gloo(env))
+                              : cairn::comm::any_communicator(cairn::comm::single_process());
+  }();
   if (cfg.data.batch_size < comm.size())
     throw cairn::config_error(std::vector<cairn::diagnostic>{
         {"data.batch_size", "must be at least the number of ranks (" + std::to_string(comm.size()) + ")"}});

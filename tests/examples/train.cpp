@@ -175,6 +175,11 @@ TEST_CASE("a bad config is refused before training, with every error and its key
   for (auto key : {"training.checkpoint.keep", "model.layers", "optimizer.learning_rate", "data.batchsize"})
     CHECK(bad.output.find(key) != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(tmp / "run" / "checkpoints"));
+  // NCCL asked for where it cannot be had: refused before anything starts, naming the key.
+  auto nccl = run({CAIRN_TRAIN, "run.experiment_dir=" + (tmp / "nccl").string(), "comm=nccl"}, tmp / "nccl.log");
+  CHECK(nccl.status == 2);
+  CHECK(nccl.output.find("comm: comm=nccl") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(tmp / "nccl" / "checkpoints"));
   auto unknown = run({CAIRN_TRAIN, "--frobnicate"}, tmp / "unknown");
   CHECK(unknown.status == 2);
   CHECK(unknown.output.find("unknown argument '--frobnicate'") != std::string::npos);

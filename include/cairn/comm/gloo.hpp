@@ -3,15 +3,14 @@
 
 #include <cairn/comm/c10d.hpp>
 #include <cairn/comm/environment.hpp>
+#include <cairn/comm/store.hpp>
 
 // libtorch declares its Gloo process group only under USE_C10D_GLOO; cairn's CMake target
 // defines it when CAIRN_WITH_TORCH is on.
 #ifndef USE_C10D_GLOO
 #error "cairn/comm/gloo.hpp needs USE_C10D_GLOO (link cairn::cairn with CAIRN_WITH_TORCH=ON)"
 #endif
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -25,18 +24,7 @@ using gloo_communicator = c10d_communicator<c10d::ProcessGroupGloo>;
 /// within `timeout` (a rank that died, say) throw instead of hanging.
 inline gloo_communicator make_gloo(distributed_environment const& env,
                                    std::chrono::milliseconds timeout = std::chrono::minutes(5)) {
-  c10::intrusive_ptr<c10d::Store> store;
-  if (env.world_size == 1) {
-    store = c10::make_intrusive<c10d::HashStore>();
-  } else {
-    c10d::TCPStoreOptions options;
-    options.port = env.master_port;
-    options.isServer = env.rank == 0;
-    options.numWorkers = env.world_size;
-    options.waitWorkers = true;
-    options.timeout = timeout;
-    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
-  }
+  auto store = make_store(env, timeout);
   auto options = c10d::ProcessGroupGloo::Options::create();
   options->timeout = timeout;
   if (char const* interface = std::getenv("GLOO_SOCKET_IFNAME"))

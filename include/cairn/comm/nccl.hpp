@@ -3,6 +3,8 @@
 // cairn: requires nccl
 
 #include <cairn/comm/communicator.hpp>
+#include <cairn/comm/environment.hpp>
+#include <cairn/comm/store.hpp>
 #include <cairn/error.hpp>
 
 #ifndef CAIRN_WITH_NCCL
@@ -17,8 +19,12 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace cairn::comm {
@@ -55,15 +61,52 @@ inline ncclDataType_t nccl_type(at::ScalarType type) {
 }
 } // namespace detail
 
-/// A communicator over a caller's raw NCCL communicator and CUDA stream; tensors live on
-/// `device`. Every collective is enqueued on the stream and waited for before returning.
+/// A communicator over a raw NCCL communicator and a CUDA stream; tensors live on `device`.
+/// Every collective is enqueued on the stream and waited for before returning, polling the
+/// communicator's asynchronous error state: an error, or a collective that does not finish
+/// within the timeout (a dead or stuck peer), aborts the communicator and throws an error naming
+/// the operation, so that a job fails instead of hanging.
+///
+/// Made from a caller's communicator and stream, it uses them and leaves them to the caller;
+/// made by `make_nccl` / `nccl_from_environment`, it owns them and destroys them.
 class nccl_communicator {
 public:
-  nccl_communicator(ncclComm_t comm, cudaStream_t stream, c10::Device device)
-      : comm_(comm), stream_(stream), device_(device) {
+  nccl_communicator(ncclComm_t comm, cudaStream_t stream, c10::Device device,
+                    std::chrono::milliseconds timeout = std::chrono::minutes(5))
+      : comm_(comm), stream_(stream), device_(device), timeout_(timeout) {
     detail::check_nccl(ncclCommUserRank(comm_, &rank_), "ncclCommUserRank");
     detail::check_nccl(ncclCommCount(comm_, &size_), "ncclCommCount");
   }
+
+  /// Takes ownership of `comm` and `stream`.
+  static nccl_communicator owning(ncclComm_t comm, cudaStream_t stream, c10::Device device,
+                                  std::chrono::milliseconds timeout) {
+    nccl_communicator c(comm, stream, device, timeout);
+    c.owned_ = true;
+    return c;
+  }
+
+  nccl_communicator(nccl_communicator&& other) noexcept
+      : comm_(std::exchange(other.comm_, nullptr)), stream_(std::exchange(other.stream_, nullptr)),
+        device_(other.device_), timeout_(other.timeout_), rank_(other.rank_), size_(other.size_),
+        owned_(std::exchange(other.owned_, false)), aborted_(other.aborted_) {}
+  nccl_communicator& operator=(nccl_communicator&& other) noexcept {
+    if (this != &other) {
+      release();
+      comm_ = std::exchange(other.comm_, nullptr);
+      stream_ = std::exchange(other.stream_, nullptr);
+      device_ = other.device_;
+      timeout_ = other.timeout_;
+      rank_ = other.rank_;
+      size_ = other.size_;
+      owned_ = std::exchange(other.owned_, false);
+      aborted_ = other.aborted_;
+    }
+    return *this;
+  }
+  nccl_communicator(nccl_communicator const&) = delete;
+  nccl_communicator& operator=(nccl_communicator const&) = delete;
+  ~nccl_communicator() { release(); }
 
   [[nodiscard]] c10::Device device() const noexcept { return device_; }
   [[nodiscard]] int rank() const noexcept { return rank_; }
@@ -75,21 +118,23 @@ public:
   }
 
   void broadcast(at::Tensor& tensor, int root) {
+    usable();
     auto buffer = tensor.contiguous();
     detail::check_nccl(ncclBroadcast(buffer.data_ptr(), buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
                                      detail::nccl_type(buffer.scalar_type()), root, comm_, stream_),
                        "ncclBroadcast");
-    synchronize();
+    synchronize("broadcast");
     if (!buffer.is_same(tensor)) tensor.copy_(buffer);
   }
 
   void all_reduce(at::Tensor& tensor, reduce_op op) {
+    usable();
     auto buffer = tensor.contiguous();
     detail::check_nccl(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
                                      detail::nccl_type(buffer.scalar_type()), op == reduce_op::sum ? ncclSum : ncclMax,
                                      comm_, stream_),
                        "ncclAllReduce");
-    synchronize();
+    synchronize("all_reduce");
     if (!buffer.is_same(tensor)) tensor.copy_(buffer);
   }
 
@@ -109,22 +154,102 @@ public:
 
 private:
   at::Tensor gather_equal(at::Tensor const& tensor) {
+    usable();
     auto out = at::empty({tensor.numel() * size_}, tensor.options());
     detail::check_nccl(ncclAllGather(tensor.data_ptr(), out.data_ptr(), static_cast<std::size_t>(tensor.numel()),
                                      detail::nccl_type(tensor.scalar_type()), comm_, stream_),
                        "ncclAllGather");
-    synchronize();
+    synchronize("all_gather");
     return out;
   }
-  void synchronize() { detail::check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  /// Waits for what was enqueued, watching for NCCL's asynchronous errors and the timeout.
+  void synchronize(char const* what) {
+    auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (;;) {
+      auto status = cudaStreamQuery(stream_);
+      if (status == cudaSuccess) return;
+      if (status != cudaErrorNotReady) detail::check_cuda(status, what);
+      ncclResult_t async = ncclSuccess;
+      detail::check_nccl(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
+      if (async != ncclSuccess) {
+        abort();
+        throw error("NCCL " + std::string(what) + " failed on rank " + std::to_string(rank_) + ": " +
+                    ncclGetErrorString(async) + "; the communicator is aborted");
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        abort();
+        throw error("NCCL " + std::string(what) + " did not finish within " + std::to_string(timeout_.count()) +
+                    " ms on rank " + std::to_string(rank_) + " (a dead or stuck peer?); the communicator is aborted");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  void usable() const {
+    if (aborted_) throw error("NCCL communicator of rank " + std::to_string(rank_) + " was aborted after an error");
+  }
+  void abort() noexcept {
+    if (!aborted_ && comm_) ncclCommAbort(comm_);
+    aborted_ = true;
+  }
+  void release() noexcept {
+    if (!owned_) return;
+    if (comm_ && !aborted_) ncclCommDestroy(comm_);
+    if (stream_) cudaStreamDestroy(stream_);
+    comm_ = nullptr;
+    stream_ = nullptr;
+    owned_ = false;
+  }
 
   ncclComm_t comm_;
   cudaStream_t stream_;
   c10::Device device_;
+  std::chrono::milliseconds timeout_;
   int rank_ = 0;
   int size_ = 1;
+  bool owned_ = false;
+  bool aborted_ = false;
 };
 
 static_assert(communicator<nccl_communicator>);
+
+/// An NCCL communicator for the run `env` describes: the rank's GPU is its LOCAL_RANK, rank 0
+/// creates NCCL's unique id and shares it through the run's store (the others wait for it at
+/// most `timeout`), and the communicator gets a stream of its own; it owns both. Collectives
+/// that do not finish within `timeout` abort it and throw.
+inline nccl_communicator make_nccl(distributed_environment const& env,
+                                   std::chrono::milliseconds timeout = std::chrono::minutes(5)) {
+  int visible = 0;
+  if (cudaGetDeviceCount(&visible) != cudaSuccess) visible = 0;
+  int device = cuda_device_for(env, visible);
+  detail::check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  auto store = make_store(env, timeout);
+  auto shared = share_from_rank0(
+      *store, env, "cairn/nccl_unique_id",
+      [] {
+        ncclUniqueId id;
+        detail::check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+        auto const* bytes = reinterpret_cast<std::uint8_t const*>(&id);
+        return std::vector<std::uint8_t>(bytes, bytes + sizeof id);
+      },
+      timeout);
+  ncclUniqueId id;
+  if (shared.size() != sizeof id) throw error("the NCCL unique id shared by rank 0 has the wrong size");
+  std::memcpy(&id, shared.data(), sizeof id);
+  ncclComm_t comm = nullptr;
+  detail::check_nccl(ncclCommInitRank(&comm, env.world_size, id, env.rank), "ncclCommInitRank");
+  cudaStream_t stream = nullptr;
+  if (auto status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); status != cudaSuccess) {
+    ncclCommDestroy(comm);
+    detail::check_cuda(status, "cudaStreamCreateWithFlags");
+  }
+  return nccl_communicator::owning(comm, stream, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)),
+                                   timeout);
+}
+
+/// `make_nccl` for the run the torchrun variables describe, or for one process when no launcher
+/// set them.
+inline nccl_communicator nccl_from_environment(std::chrono::milliseconds timeout = std::chrono::minutes(5)) {
+  return make_nccl(environment_or_single(), timeout);
+}
 
 } // namespace cairn::comm
