@@ -3,7 +3,8 @@
 # builds the tests, the examples and the benchmarks against the libtorch inside that torch
 # package, then runs
 #   - the raw NCCL communicator test and the manager test (whose CUDA case runs only here),
-#   - cairn-train on cuda (train, shutdown, resume, export) and cairn verify on its export,
+#   - cairn-train on cuda with comm=auto (NCCL when built with it: train, shutdown, resume,
+#     export) and cairn verify on its export; a 2-rank run with comm=gloo and CUDA tensors,
 #   - the checkpoint manager benchmark on GPU state: async stall and resume against the
 #     device-to-host and host-to-device copies of the same state.
 #
@@ -37,6 +38,10 @@ train=(build-gpu/bin/cairn-train --config examples/train.json "run.experiment_di
 "${train[@]}"
 "${train[@]}"
 build-gpu/bin/cairn verify "$run/train/export/200"
+echo "== 2 ranks, Gloo, CUDA tensors (NCCL puts one rank on each GPU; Gloo shares one)"
+build-gpu/bin/cairn launch -n 2 -- build-gpu/bin/cairn-train --config examples/train.json \
+  "run.experiment_dir=$run/gloo" device=cuda comm=gloo training.train_iters=60 training.shutdown.interval=null
+build-gpu/bin/cairn verify "$run/gloo/checkpoints/60"
 
 echo "== checkpoint manager on GPU state ($gib GiB)"
 build-gpu/bin/cairn-bench-manager "$gib" "$run" 3 cuda
