@@ -137,13 +137,10 @@ inline std::optional<std::size_t> invalid_utf8(std::string_view text, bool contr
 /// to one another, so a few lines can stand for billions of values.
 inline constexpr std::size_t max_yaml_values = 1'000'000;
 
-inline std::size_t count_values(boost::json::value const& v) {
-  std::size_t n = 1;
-  if (v.is_array())
-    for (auto const& e : v.get_array()) n += count_values(e);
-  if (v.is_object())
-    for (auto const& [k, e] : v.get_object()) n += count_values(e);
-  return n;
+/// The name of a core-schema tag (`tag:yaml.org,2002:str` is "str"); empty for any other tag.
+inline std::string_view core_tag(std::string_view tag) {
+  constexpr std::string_view prefix = "tag:yaml.org,2002:";
+  return tag.starts_with(prefix) ? tag.substr(prefix.size()) : std::string_view();
 }
 
 /// Builds the JSON document from yaml-cpp's parse events (no node tree in between), checking
@@ -236,23 +233,17 @@ private:
   }
 
   void check_tag(YAML::Mark const& mark, std::string const& tag) const {
-    std::string_view core = tag;
-    constexpr std::string_view prefix = "tag:yaml.org,2002:";
     if (tag.empty() || tag == "?" || tag == "!") return;
-    if (core.starts_with(prefix)) {
-      core.remove_prefix(prefix.size());
-      if (core == "str" || core == "int" || core == "float" || core == "bool" || core == "null" || core == "map" ||
-          core == "seq")
-        return;
-    }
+    auto core = core_tag(tag);
+    if (core == "str" || core == "int" || core == "float" || core == "bool" || core == "null" || core == "map" ||
+        core == "seq")
+      return;
     auto path = stack_.empty() || !stack_.back().key ? std::string() : child_path();
     fail(mark, "unsupported tag '" + tag + "'" + (path.empty() ? "" : " at '" + path + "'"));
   }
 
   boost::json::value scalar(YAML::Mark const& mark, std::string const& tag, std::string const& text) const {
-    constexpr std::string_view prefix = "tag:yaml.org,2002:";
-    std::string_view core =
-        std::string_view(tag).starts_with(prefix) ? std::string_view(tag).substr(prefix.size()) : std::string_view();
+    auto core = core_tag(tag);
     if (tag == "!" || core == "str") return boost::json::string(text);
     boost::json::value value;
     if (!resolve_plain_scalar(text, value)) fail(mark, "integer out of range: '" + text + "'");
