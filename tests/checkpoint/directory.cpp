@@ -1,6 +1,7 @@
 // The directory of saves: a save is complete only once its marker is written, leftovers of
 // interrupted saves are cleaned, and a failure at any file operation of a commit leaves the
 // earlier saves complete.
+#include <cairn/checkpoint/detail/write_behind.hpp>
 #include <cairn/checkpoint/directory.hpp>
 
 #include <doctest/doctest.h>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "io/temp_dir.hpp"
 
@@ -194,4 +196,39 @@ TEST_CASE("a failure at any file operation of a save leaves the earlier saves co
     dir.clean();
     CHECK_FALSE(std::filesystem::exists(dir.staging(2)));
   }
+}
+
+TEST_CASE("writing behind: jobs run in order, the bytes waiting stay within the budget, the first failure is kept") {
+  using cairn::detail::write_behind;
+  std::vector<int> order;
+  {
+    write_behind behind(100);
+    for (int i = 0; i < 20; ++i) behind.submit(40, [&order, i] { order.push_back(i); });
+    behind.submit(500, [&order] { order.push_back(20); }); // larger than the budget: goes through alone
+    behind.finish();
+    CHECK(behind.peak() <= 500);
+  }
+  std::vector<int> expected(21);
+  for (int i = 0; i < 21; ++i) expected[std::size_t(i)] = i;
+  CHECK(order == expected);
+  {
+    write_behind behind(40);
+    for (int i = 0; i < 5; ++i) behind.submit(40, [] {});
+    CHECK(behind.peak() <= 40);
+    behind.finish();
+  }
+
+  std::vector<int> ran;
+  write_behind behind;
+  behind.submit(1, [&] { ran.push_back(1); });
+  behind.submit(1, [] { throw std::runtime_error("disk full"); });
+  behind.submit(1, [&] { ran.push_back(3); }); // after a failure: dropped
+  CHECK_THROWS_WITH_AS(behind.finish(), "disk full", std::runtime_error);
+  CHECK(ran == std::vector<int>{1});
+
+  write_behind caller;
+  caller.fail(std::make_exception_ptr(std::runtime_error("gather failed")));
+  caller.submit(1, [&] { ran.push_back(4); });
+  CHECK_THROWS_WITH_AS(caller.finish(), "gather failed", std::runtime_error);
+  CHECK(ran == std::vector<int>{1});
 }

@@ -8,68 +8,13 @@
 #include <doctest/doctest.h>
 
 #include "../io/temp_dir.hpp"
+#include "tiny_model.hpp"
 
 namespace {
 
-struct tiny_model {
-  std::int32_t hidden = 4;
-  std::int32_t layers = 2;
-  std::int32_t vocab = 8;
-};
-BOOST_DESCRIBE_STRUCT(tiny_model, (), (hidden, layers, vocab))
-
-cairn::external::converter<tiny_model> tiny_converter() {
-  cairn::external::converter<tiny_model> conv;
-  conv.model_type = "tiny";
-  conv.config.renamed("hidden", "hidden_size")
-      .renamed("layers", "num_hidden_layers")
-      .renamed("vocab", "vocab_size")
-      .constant("architectures", boost::json::array{"TinyForCausalLM"})
-      .computed(
-          "intermediate_size", [](boost::json::object const& ours) { return ours.at("hidden").as_int64() * 4; },
-          [](boost::json::value const&, boost::json::object&) {})
-      .ignored("torch_dtype");
-  conv.weights = [](tiny_model const& m) {
-    std::vector<cairn::external::weight_rule> rules{
-        cairn::external::renamed("embedding", "model.embed_tokens.weight"),
-        cairn::external::merged({"norm.a", "norm.b"}, "model.norm.weight", 0)};
-    for (int i = 0; i < m.layers; ++i) {
-      auto prefix = "model.layers." + std::to_string(i) + ".self_attn.";
-      rules.push_back(
-          cairn::external::split("layers." + std::to_string(i) + ".qkv",
-                                 {prefix + "q_proj.weight", prefix + "k_proj.weight", prefix + "v_proj.weight"}, 0));
-      rules.push_back(cairn::external::transposed("layers." + std::to_string(i) + ".out", prefix + "o_proj.weight"));
-    }
-    return rules;
-  };
-  return conv;
-}
-
-/// The tiny model's state, every element distinct, in one process: whole or as one flat range.
-cairn::model_state tiny_state(tiny_model const& m, bool flat, bool fill) {
-  cairn::model_state state;
-  state.shard_names = {"weights", "exp_avg"};
-  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> shapes{
-      {"embedding", {std::uint64_t(m.vocab), std::uint64_t(m.hidden)}},
-      {"norm.a", {std::uint64_t(m.hidden)}},
-      {"norm.b", {std::uint64_t(m.hidden)}}};
-  for (int i = 0; i < m.layers; ++i) {
-    shapes.push_back({"layers." + std::to_string(i) + ".qkv", {3 * std::uint64_t(m.hidden), std::uint64_t(m.hidden)}});
-    shapes.push_back({"layers." + std::to_string(i) + ".out", {std::uint64_t(m.hidden), 2 * std::uint64_t(m.hidden)}});
-  }
-  double next = 1;
-  for (auto const& [name, shape] : shapes) {
-    cairn::parameter_state p;
-    p.layout = {name, shape, cairn::io::dtype::F32, false, cairn::shard_layout::whole(shape)};
-    if (flat) p.layout.shard.flat = cairn::flat_range{0, p.layout.shard.box_numel()};
-    auto n = static_cast<std::int64_t>(p.layout.shard.numel());
-    p.shards.push_back(fill ? at::arange(next, next + double(n)).to(at::kFloat) : at::zeros({n}));
-    p.shards.push_back(at::full({n}, 5.0));
-    next += double(n);
-    state.parameters.push_back(std::move(p));
-  }
-  return state;
-}
+using test_model::tiny_converter;
+using test_model::tiny_model;
+using test_model::tiny_state;
 
 cairn::comm::single_process comm;
 
@@ -180,4 +125,53 @@ TEST_CASE("unmapped parameters, unmapped tensors and wrong configs are refused")
     CHECK(e.errors()[0].message == R"('architectures' must be ["TinyForCausalLM"], got ["Other"])");
     CHECK(e.errors()[1].message == "unknown key 'rope_theta'");
   }
+}
+
+TEST_CASE("an export knows its files before it moves data: rules run on meta tensors, or once when they cannot") {
+  temp_dir dir;
+  tiny_model model;
+  auto state = tiny_state(model, false, true);
+  cairn::checkpoint_save_config save;
+  save.path = dir / "hf";
+  cairn::checkpoint_load_config load;
+  load.path = dir / "hf";
+
+  // A rule with an operation that has no meta kernel (here: one that refuses meta tensors) is
+  // run once to learn its shapes; the export is the same.
+  auto conv = tiny_converter();
+  auto plain = conv.weights;
+  int real_runs = 0;
+  conv.weights = [&](tiny_model const& m) {
+    auto rules = plain(m);
+    auto inner = rules[0].to_theirs;
+    rules[0].to_theirs = [&real_runs, inner](std::vector<at::Tensor> const& t) {
+      if (t[0].is_meta()) throw std::runtime_error("no meta kernel");
+      ++real_runs;
+      return inner(t);
+    };
+    return rules;
+  };
+  cairn::external::save(state, comm, conv, model, save);
+  CHECK(real_runs == 2); // once to plan, once to write
+  auto loaded = tiny_state(model, true, false);
+  cairn::external::load(loaded, comm, tiny_converter(), model, load);
+  for (std::size_t i = 0; i < state.parameters.size(); ++i)
+    CHECK(loaded.parameters[i].shards[0].equal(state.parameters[i].shards[0]));
+
+  // A rule that gives other shapes on real tensors than on meta ones is refused; nothing is left
+  // half written under the final names.
+  std::filesystem::remove_all(dir / "hf");
+  conv.weights = [&](tiny_model const& m) {
+    auto rules = plain(m);
+    rules[0].to_theirs = [](std::vector<at::Tensor> const& t) {
+      return std::vector<at::Tensor>{t[0].is_meta() ? t[0] : t[0].t().contiguous()};
+    };
+    return rules;
+  };
+  CHECK_THROWS_WITH_AS(cairn::external::save(state, comm, conv, model, save),
+                       "the weight rule for 'model.embed_tokens.weight' gave other shapes or types than it does on "
+                       "meta tensors",
+                       cairn::error);
+  CHECK_FALSE(std::filesystem::exists(dir / "hf" / "model.safetensors"));
+  CHECK_FALSE(std::filesystem::exists(dir / "hf" / "config.json"));
 }

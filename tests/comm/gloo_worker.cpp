@@ -57,6 +57,30 @@ int collectives() {
     expect(unequal[r].equal(expected), "all_gather unequal sizes", rank);
   }
 
+  // gather: every rank's part on the root only, in rank order, sizes differing (rank 0's empty).
+  struct without_gather { // a user's communicator that has no gather of its own
+    decltype(comm)& inner;
+    c10::Device device() const { return inner.device(); }
+    int rank() const { return inner.rank(); }
+    int size() const { return inner.size(); }
+    void barrier() { inner.barrier(); }
+    void broadcast(at::Tensor& t, int root) { inner.broadcast(t, root); }
+    void all_reduce(at::Tensor& t, cairn::comm::reduce_op op) { inner.all_reduce(t, op); }
+    std::vector<at::Tensor> all_gather(at::Tensor const& t) { return inner.all_gather(t); }
+  } plain{comm};
+  for (int root = 0; root < size; ++root)
+    for (int how = 0; how < 2; ++how) {
+      auto part = at::arange(rank * 3, at::kInt) + 100 * rank;
+      auto parts = how == 0 ? cairn::comm::gather(comm, part, root) : cairn::comm::gather(plain, part, root);
+      if (rank != root) {
+        expect(parts.empty(), "gather: nothing off the root", rank);
+        continue;
+      }
+      expect(int(parts.size()) == size, "gather count", rank);
+      for (int r = 0; r < size && r < int(parts.size()); ++r)
+        expect(parts[r].equal(at::arange(r * 3, at::kInt) + 100 * r), "gather parts in rank order", rank);
+    }
+
   auto strings = cairn::comm::all_gather_strings(comm, "rank-" + std::to_string(rank) + (rank % 2 ? "-odd" : ""));
   for (int r = 0; r < size; ++r)
     expect(strings[r] == "rank-" + std::to_string(r) + (r % 2 ? "-odd" : ""), "all_gather_strings", rank);

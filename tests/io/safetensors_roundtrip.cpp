@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
+#include <iterator>
 #include <numeric>
+#include <string>
 #include <unistd.h>
 #include <vector>
 
@@ -181,4 +184,42 @@ TEST_CASE("the writer refuses what it cannot write correctly") {
   CHECK_THROWS_WITH_AS(writer.add("c", dtype::I32, {4}, std::as_bytes(std::span(values)), dtype::F32),
                        doctest::Contains("tensor 'c': cannot convert I32 to F32"), io_error);
   CHECK_THROWS_AS(writer.add("__metadata__", dtype::F32, {4}, std::as_bytes(std::span(values))), io_error);
+}
+
+TEST_CASE("a streamed file (declared, then written one tensor at a time) equals one written whole") {
+  temp_dir dir;
+  auto a = pattern(4096, 1), b = pattern(24, 2);
+  safetensors_writer whole(dir / "whole.safetensors");
+  whole.add("a", dtype::F32, {32, 32}, a, dtype::BF16);
+  whole.add("b", dtype::I64, {3}, b);
+  whole.write();
+
+  safetensors_writer streamed(dir / "streamed.safetensors");
+  streamed.declare("a", dtype::F32, {32, 32}, dtype::BF16);
+  streamed.declare("b", dtype::I64, {3});
+  streamed.open();
+  CHECK_FALSE(std::filesystem::exists(dir / "streamed.safetensors")); // nothing under the final name yet
+  streamed.put("a", a);
+  streamed.put("b", b);
+  streamed.commit();
+  std::ifstream x(dir / "whole.safetensors", std::ios::binary), y(dir / "streamed.safetensors", std::ios::binary);
+  std::string left((std::istreambuf_iterator<char>(x)), {}), right((std::istreambuf_iterator<char>(y)), {});
+  CHECK(left == right);
+  safetensors_file file(dir / "streamed.safetensors");
+  file.verify(file.at("a"));
+  file.verify(file.at("b"));
+
+  // Out of order, the wrong size, too late a declaration or a missing tensor: refused by name,
+  // and no file is left under the final name.
+  safetensors_writer broken(dir / "broken.safetensors");
+  broken.declare("a", dtype::F32, {32, 32});
+  broken.declare("b", dtype::I64, {3});
+  broken.open();
+  CHECK_THROWS_WITH_AS(broken.declare("c", dtype::I64, {3}),
+                       doctest::Contains("'c' declared after the file was opened"), io_error);
+  CHECK_THROWS_WITH_AS(broken.put("b", b), doctest::Contains("'b' written out of the declared order"), io_error);
+  CHECK_THROWS_WITH_AS(broken.put("a", b), doctest::Contains("24 bytes given for 1024 elements of F32"), io_error);
+  broken.put("a", a);
+  CHECK_THROWS_WITH_AS(broken.commit(), doctest::Contains("'b' was declared but never written"), io_error);
+  CHECK_FALSE(std::filesystem::exists(dir / "broken.safetensors"));
 }

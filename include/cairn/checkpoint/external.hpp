@@ -9,6 +9,7 @@
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/detail/gather.hpp>
 #include <cairn/checkpoint/detail/loader.hpp>
+#include <cairn/checkpoint/detail/write_behind.hpp>
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/comm/collectives.hpp>
@@ -26,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -188,8 +190,68 @@ inline std::string shard_file(std::size_t i, std::size_t n) {
 }
 } // namespace detail
 
+namespace detail {
+/// A tensor an export writes: its name, element type and shape.
+struct planned_tensor {
+  std::string name;
+  io::dtype dtype;
+  std::vector<std::uint64_t> shape;
+  friend bool operator==(planned_tensor const&, planned_tensor const&) = default;
+};
+BOOST_DESCRIBE_STRUCT(planned_tensor, (), (name, dtype, shape))
+struct planned_outputs {
+  std::vector<planned_tensor> tensors;
+};
+BOOST_DESCRIBE_STRUCT(planned_outputs, (), (tensors))
+
+inline std::vector<planned_tensor> describe_outputs(weight_rule const& rule, std::vector<at::Tensor> const& theirs) {
+  if (theirs.size() != rule.theirs.size())
+    throw error("the weight rule for '" + rule.theirs.front() + "' gave " + std::to_string(theirs.size()) +
+                " tensors for " + std::to_string(rule.theirs.size()) + " names");
+  std::vector<planned_tensor> out;
+  for (std::size_t i = 0; i < theirs.size(); ++i)
+    out.push_back({rule.theirs[i], to_dtype(theirs[i].scalar_type()),
+                   std::vector<std::uint64_t>(theirs[i].sizes().begin(), theirs[i].sizes().end())});
+  return out;
+}
+
+/// What `rule` makes of parameters of these layouts, found without their data: the rule runs
+/// on meta tensors. Empty when it cannot (an operation without a meta kernel).
+inline std::optional<std::vector<planned_tensor>>
+plan_outputs(weight_rule const& rule, std::map<std::string, parameter_layout> const& parameters) {
+  std::vector<at::Tensor> metas;
+  for (auto const& name : rule.ours) {
+    auto const& p = parameters.at(name);
+    std::vector<std::int64_t> shape(p.shape.begin(), p.shape.end());
+    metas.push_back(at::empty(shape, at::TensorOptions().dtype(to_scalar_type(p.dtype)).device(c10::kMeta)));
+  }
+  try {
+    return describe_outputs(rule, rule.to_theirs(metas));
+  } catch (std::exception const&) {
+    return std::nullopt;
+  }
+}
+
+/// The parameters of `rule`, whole, on rank `destination` (shaped); nothing on the others. Collective.
+template <class Comm> std::vector<at::Tensor> gather_inputs(model_state const& state, Comm& comm,
+                                                            std::vector<rank_layout> const& ranks,
+                                                            std::map<std::string, parameter_layout> const& parameters,
+                                                            weight_rule const& rule, int destination) {
+  std::vector<at::Tensor> ours;
+  for (auto const& name : rule.ours) {
+    auto const& p = parameters.at(name);
+    auto whole = cairn::detail::gather_whole(state, comm, ranks, p, 0, destination);
+    if (whole) ours.push_back(whole->view(std::vector<std::int64_t>(p.shape.begin(), p.shape.end())));
+  }
+  return ours;
+}
+} // namespace detail
+
 /// Saves the model weights of `state` in the external format of `conv`, with `model` as its
-/// config.json. Every parameter must be covered by a weight rule. Collective; rank 0 writes.
+/// config.json. Every parameter must be covered by a weight rule. Collective. Files (of at most
+/// `parameters_per_file` elements) are written by rank i mod world size, each rule's parameters
+/// gathered to the rank that writes their file alone, in bounded memory; rank 0 writes the
+/// index and config.json.
 template <class Model, class Comm> void save(model_state const& state, Comm& comm, converter<Model> const& conv,
                                              Model const& model, checkpoint_save_config const& config) {
   state.check();
@@ -198,61 +260,114 @@ template <class Model, class Comm> void save(model_state const& state, Comm& com
   auto parameters = cairn::detail::parameters_of(ranks);
   std::uint64_t whole_bytes = 0;
   for (auto const& [name, p] : parameters) whole_bytes += cairn::whole_numel(p) * io::size_of(p.dtype);
-  progress_scope progress("exporting", config.path.string(), comm.rank() == 0 ? whole_bytes : 0);
+  progress_scope progress("exporting", config.path.string(), whole_bytes / static_cast<std::uint64_t>(comm.size()));
 
   auto rules = conv.weights(model);
   std::set<std::string> covered;
-  std::vector<at::Tensor> tensors;
-  std::vector<std::string> names;
-  for (auto const& rule : rules) {
-    std::vector<at::Tensor> ours;
+  for (auto const& rule : rules)
     for (auto const& name : rule.ours) {
-      auto p = parameters.find(name);
-      if (p == parameters.end())
+      if (!parameters.contains(name))
         throw error("the " + conv.model_type + " converter expects a parameter '" + name + "'");
       covered.insert(name);
-      auto whole = cairn::detail::gather_whole(state, comm, ranks, p->second, 0, 0);
-      if (whole) {
-        std::vector<std::int64_t> shape(p->second.shape.begin(), p->second.shape.end());
-        ours.push_back(whole->view(shape));
-      }
     }
-    if (comm.rank() != 0) continue;
-    auto theirs = rule.to_theirs(ours);
-    for (std::size_t i = 0; i < theirs.size(); ++i) {
-      tensors.push_back(theirs[i].contiguous());
-      names.push_back(rule.theirs[i]);
-    }
-  }
   for (auto const& [name, p] : parameters)
     if (!covered.contains(name))
       throw error("parameter '" + name + "' has no external name in the " + conv.model_type + " converter");
 
-  comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
+  // What each rule writes, known before any data moves (the headers come first). A rule that
+  // cannot run on meta tensors runs once on rank 0 to find out, and rank 0 tells the others.
+  std::vector<std::vector<detail::planned_tensor>> outputs(rules.size());
+  for (std::size_t r = 0; r < rules.size(); ++r) {
+    if (auto planned = detail::plan_outputs(rules[r], parameters)) {
+      outputs[r] = std::move(*planned);
+      continue;
+    }
+    std::string text;
+    auto ours = detail::gather_inputs(state, comm, ranks, parameters, rules[r], 0);
     if (comm.rank() == 0) {
-      io::make_directories(config.path);
-      std::vector<std::uint64_t> sizes;
-      for (auto const& t : tensors) sizes.push_back(static_cast<std::uint64_t>(t.numel()));
-      auto file_of = cairn::detail::pack_files(sizes, config.parameters_per_file);
-      std::size_t files = file_of.empty() ? 1 : file_of.back() + 1;
-      io::safetensors_index index;
-      std::uint64_t total = 0;
-      for (std::size_t f = 0; f < files; ++f) {
-        auto file_name = files == 1 ? std::string("model.safetensors") : detail::shard_file(f, files);
-        io::safetensors_writer writer(config.path / file_name);
-        writer.set_metadata("format", "pt");
-        for (std::size_t i = 0; i < tensors.size(); ++i) {
-          if (file_of[i] != f) continue;
-          auto dtype = to_dtype(tensors[i].scalar_type());
-          std::vector<std::uint64_t> shape(tensors[i].sizes().begin(), tensors[i].sizes().end());
-          auto stored = cairn::detail::stored_type(dtype, config.data_type);
-          writer.add(names[i], dtype, shape, tensor_bytes(tensors[i]), stored);
-          index.weight_map[names[i]] = file_name;
-          total += static_cast<std::uint64_t>(tensors[i].numel()) * io::size_of(stored);
-        }
-        writer.write();
+      try {
+        text = cairn::detail::compact(
+            to_json(detail::planned_outputs{detail::describe_outputs(rules[r], rules[r].to_theirs(ours))}));
+      } catch (std::exception const& e) {
+        text = std::string("!") + e.what();
       }
+    }
+    text = comm::broadcast_string(comm, text);
+    if (text.starts_with("!")) throw error("the weight rule for '" + rules[r].theirs.front() + "': " + text.substr(1));
+    outputs[r] = parse<detail::planned_outputs>(parse_json(text)).tensors;
+  }
+
+  // Files of whole rules, at most parameters_per_file elements each (a larger rule alone).
+  std::vector<std::uint64_t> sizes;
+  for (auto const& out : outputs) {
+    std::uint64_t n = 0;
+    for (auto const& t : out) n += shard_layout::whole(t.shape).box_numel();
+    sizes.push_back(n);
+  }
+  auto file_of = cairn::detail::pack_files(sizes, config.parameters_per_file);
+  std::size_t files = file_of.empty() ? 1 : file_of.back() + 1;
+  auto file_name = [&](std::size_t f) {
+    return files == 1 ? std::string("model.safetensors") : detail::shard_file(f, files);
+  };
+  auto writer_of = [&](std::size_t f) { return static_cast<int>(f % static_cast<std::size_t>(comm.size())); };
+  std::vector<std::vector<std::size_t>> contents(files);
+  for (std::size_t r = 0; r < rules.size(); ++r) contents[file_of[r]].push_back(r);
+
+  std::vector<std::unique_ptr<io::safetensors_writer>> writers(files);
+  cairn::detail::write_behind behind;
+  behind.submit(0, [&] {
+    io::make_directories(config.path);
+    for (std::size_t f = 0; f < files; ++f) {
+      if (writer_of(f) != comm.rank()) continue;
+      writers[f] = std::make_unique<io::safetensors_writer>(config.path / file_name(f));
+      writers[f]->set_metadata("format", "pt");
+      for (auto r : contents[f])
+        for (auto const& t : outputs[r])
+          writers[f]->declare(t.name, t.dtype, t.shape, cairn::detail::stored_type(t.dtype, config.data_type));
+      writers[f]->open();
+    }
+  });
+  std::size_t rounds = 0;
+  for (auto const& c : contents) rounds = std::max(rounds, c.size());
+  for (std::size_t k = 0; k < rounds; ++k) // file 0's k-th rule, file 1's, …: each rank in turn
+    for (std::size_t f = 0; f < files; ++f) {
+      if (k >= contents[f].size()) continue;
+      auto r = contents[f][k];
+      std::vector<at::Tensor> theirs;
+      try {
+        auto ours = detail::gather_inputs(state, comm, ranks, parameters, rules[r], writer_of(f));
+        if (comm.rank() != writer_of(f)) continue;
+        for (auto& t : rules[r].to_theirs(ours)) theirs.push_back(t.contiguous());
+        if (detail::describe_outputs(rules[r], theirs) != outputs[r])
+          throw error("the weight rule for '" + rules[r].theirs.front() +
+                      "' gave other shapes or types than it does on meta tensors");
+      } catch (std::exception const&) {
+        behind.fail(std::current_exception()); // raised on the writer only: reported below, on every rank
+        continue;
+      }
+      std::uint64_t bytes = 0;
+      for (auto const& t : theirs) bytes += static_cast<std::uint64_t>(t.nbytes());
+      progress_scope::count(bytes);
+      behind.submit(bytes, [&, f, r, theirs = std::move(theirs), last = k + 1 == contents[f].size()] {
+        for (std::size_t i = 0; i < theirs.size(); ++i) writers[f]->put(outputs[r][i].name, tensor_bytes(theirs[i]));
+        if (last) writers[f]->commit();
+      });
+    }
+
+  comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
+    behind.finish();
+    for (std::size_t f = 0; f < files; ++f)
+      if (writers[f] && contents[f].empty()) writers[f]->commit(); // a model of no parameters
+    if (comm.rank() == 0) {
       if (files > 1) {
+        io::safetensors_index index;
+        std::uint64_t total = 0;
+        for (std::size_t r = 0; r < rules.size(); ++r)
+          for (auto const& t : outputs[r]) {
+            index.weight_map[t.name] = file_name(file_of[r]);
+            total += shard_layout::whole(t.shape).box_numel() *
+                     io::size_of(cairn::detail::stored_type(t.dtype, config.data_type));
+          }
         index.metadata["total_size"] = total;
         io::write_index(config.path / "model.safetensors.index.json", index);
       }

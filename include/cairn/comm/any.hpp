@@ -30,6 +30,9 @@ public:
   void broadcast(at::Tensor& tensor, int root) { self_->broadcast(tensor, root); }
   void all_reduce(at::Tensor& tensor, reduce_op op) { self_->all_reduce(tensor, op); }
   [[nodiscard]] std::vector<at::Tensor> all_gather(at::Tensor const& tensor) { return self_->all_gather(tensor); }
+  [[nodiscard]] std::vector<at::Tensor> gather(at::Tensor const& tensor, int root) {
+    return self_->gather(tensor, root);
+  }
 
 private:
   struct concept_ {
@@ -41,6 +44,7 @@ private:
     virtual void broadcast(at::Tensor& tensor, int root) = 0;
     virtual void all_reduce(at::Tensor& tensor, reduce_op op) = 0;
     [[nodiscard]] virtual std::vector<at::Tensor> all_gather(at::Tensor const& tensor) = 0;
+    [[nodiscard]] virtual std::vector<at::Tensor> gather(at::Tensor const& tensor, int root) = 0;
   };
 
   template <class C> struct model final : concept_ {
@@ -52,6 +56,9 @@ private:
     void broadcast(at::Tensor& tensor, int root) override { c.broadcast(tensor, root); }
     void all_reduce(at::Tensor& tensor, reduce_op op) override { c.all_reduce(tensor, op); }
     [[nodiscard]] std::vector<at::Tensor> all_gather(at::Tensor const& tensor) override { return c.all_gather(tensor); }
+    [[nodiscard]] std::vector<at::Tensor> gather(at::Tensor const& tensor, int root) override {
+      return comm::gather(c, tensor, root);
+    }
     C c;
   };
 

@@ -64,6 +64,38 @@ public:
     return gathered;
   }
 
+  /// Every rank's tensor, flattened, in rank order, on rank `root` only (the others get an empty
+  /// list): what a rank that writes a whole tensor needs, without sending it to every rank.
+  [[nodiscard]] std::vector<at::Tensor> gather(at::Tensor const& tensor, int root) {
+    auto flat = tensor.reshape({-1}).contiguous();
+    std::vector<at::Tensor> sizes =
+        gather_equal(at::full({1}, flat.numel(), at::TensorOptions().dtype(at::kLong).device(device_)));
+    std::vector<std::int64_t> counts;
+    for (at::Tensor const& s : sizes) counts.push_back(s.to(c10::Device(c10::kCPU)).item<std::int64_t>());
+    auto longest = *std::max_element(counts.begin(), counts.end());
+    if (longest == 0) {
+      if (rank() != root) return {};
+      return std::vector<at::Tensor>(counts.size(), flat);
+    }
+    at::Tensor padded = flat;
+    if (flat.numel() != longest) {
+      padded = at::zeros({longest}, flat.options());
+      padded.narrow(0, 0, flat.numel()).copy_(flat);
+    }
+    std::vector<std::vector<at::Tensor>> outputs;
+    if (rank() == root) {
+      outputs.emplace_back();
+      for (int r = 0; r < size(); ++r) outputs[0].push_back(at::empty_like(padded));
+    }
+    std::vector<at::Tensor> inputs{padded};
+    c10d::GatherOptions options;
+    options.rootRank = root;
+    group_->gather(outputs, inputs, options)->wait();
+    if (rank() != root) return {};
+    for (std::size_t r = 0; r < outputs[0].size(); ++r) outputs[0][r] = outputs[0][r].narrow(0, 0, counts[r]);
+    return std::move(outputs[0]);
+  }
+
 private:
   std::vector<at::Tensor> gather_equal(at::Tensor const& tensor) {
     std::vector<std::vector<at::Tensor>> outputs(1);

@@ -17,7 +17,8 @@ enum class reduce_op { sum, max };
 /// What checkpoints need of a group of processes. `all_gather` takes each rank's tensor (sizes
 /// may differ) and returns every rank's, flattened, in rank order. Backends: single_process,
 /// c10d_communicator (Gloo on CPU, NCCL on GPU through libtorch), nccl_communicator.
-/// `device()` is where its tensors must live (CPU for Gloo, a CUDA device for NCCL).
+/// `device()` is where its tensors must live (CPU for Gloo, a CUDA device for NCCL). A
+/// communicator may also have `gather(tensor, root)` (see comm::gather below).
 template <class C>
 concept communicator = requires(C& c, at::Tensor& t, at::Tensor const& ct) {
   { c.device() } -> std::same_as<c10::Device>;
@@ -28,5 +29,21 @@ concept communicator = requires(C& c, at::Tensor& t, at::Tensor const& ct) {
   c.all_reduce(t, reduce_op::sum);
   { c.all_gather(ct) } -> std::same_as<std::vector<at::Tensor>>;
 };
+
+/// Every rank's tensor, flattened, in rank order, on rank `root`; an empty list on the others.
+/// Collective. Uses the communicator's own `gather(tensor, root)` where it has one (every cairn
+/// backend does), so that the parts travel to `root` only; otherwise an all_gather whose
+/// result the other ranks drop.
+template <communicator C> std::vector<at::Tensor> gather(C& comm, at::Tensor const& tensor, int root) {
+  if constexpr (requires {
+                  { comm.gather(tensor, root) } -> std::same_as<std::vector<at::Tensor>>;
+                }) {
+    return comm.gather(tensor, root);
+  } else {
+    auto all = comm.all_gather(tensor);
+    if (comm.rank() != root) return {};
+    return all;
+  }
+}
 
 } // namespace cairn::comm

@@ -152,6 +152,36 @@ public:
     return out;
   }
 
+  /// Every rank's tensor, flattened, in rank order, on rank `root` only (sends and receives).
+  [[nodiscard]] std::vector<at::Tensor> gather(at::Tensor const& tensor, int root) {
+    auto flat = tensor.reshape({-1}).contiguous();
+    auto counts = gather_equal(at::full({1}, flat.numel(), at::TensorOptions().dtype(at::kLong).device(device_)))
+                      .to(c10::Device(c10::kCPU));
+    usable();
+    std::vector<at::Tensor> out;
+    auto type = detail::nccl_type(flat.scalar_type());
+    detail::check_nccl(ncclGroupStart(), "ncclGroupStart");
+    if (rank_ == root) {
+      for (int r = 0; r < size_; ++r) {
+        auto n = counts[r].item<std::int64_t>();
+        if (r == root) {
+          out.push_back(flat.clone());
+          continue;
+        }
+        out.push_back(at::empty({n}, flat.options()));
+        if (n > 0)
+          detail::check_nccl(ncclRecv(out.back().data_ptr(), static_cast<std::size_t>(n), type, r, comm_, stream_),
+                             "ncclRecv");
+      }
+    } else if (flat.numel() > 0) {
+      detail::check_nccl(ncclSend(flat.data_ptr(), static_cast<std::size_t>(flat.numel()), type, root, comm_, stream_),
+                         "ncclSend");
+    }
+    detail::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    synchronize("gather");
+    return out;
+  }
+
 private:
   at::Tensor gather_equal(at::Tensor const& tensor) {
     usable();

@@ -30,7 +30,8 @@ enum class checksums { record, skip };
 /// Writes one safetensors file. Tensors are added first (their sizes fix the header), then
 /// `write()` streams the header and their bytes, in the order they were added, to a temporary
 /// file that is fsynced and renamed into place: a crash never leaves a partial file under the
-/// final name. The header is padded with spaces so that the data starts 8-byte aligned.
+/// final name. The header is padded with spaces so that the data starts 8-byte aligned. To hold
+/// one tensor at a time instead, `declare` them all, `open`, `put` each in turn, `commit`.
 ///
 ///     io::safetensors_writer writer("model.safetensors");
 ///     writer.add("w", io::dtype::F32, {4, 4}, std::as_bytes(std::span(data)));
@@ -44,6 +45,16 @@ public:
   /// `stored_type` (converted on the way out) or as it is.
   void add(std::string name, dtype source_type, std::vector<std::uint64_t> shape, std::span<std::byte const> bytes,
            std::optional<dtype> stored_type = std::nullopt) {
+    declare(std::move(name), source_type, std::move(shape), stored_type);
+    check_size(entries_.back(), bytes);
+    entries_.back().bytes = bytes;
+  }
+
+  /// Declares a tensor whose bytes come later, through `put` after `open` (streaming: one
+  /// tensor in memory at a time). Its name, type and shape fix the header.
+  void declare(std::string name, dtype source_type, std::vector<std::uint64_t> shape,
+               std::optional<dtype> stored_type = std::nullopt) {
+    if (file_) throw io_error(path_, "tensor '" + name + "' declared after the file was opened");
     if (name == "__metadata__") throw io_error(path_, "'__metadata__' cannot name a tensor");
     if (std::any_of(entries_.begin(), entries_.end(), [&](entry const& e) { return e.name == name; }))
       throw io_error(path_, "tensor '" + name + "' added twice");
@@ -53,14 +64,11 @@ public:
       if (!product) throw io_error(path_, "tensor '" + name + "': shape too large");
       numel = *product;
     }
-    if (bytes.size() != numel * size_of(source_type))
-      throw io_error(path_, "tensor '" + name + "': " + std::to_string(bytes.size()) + " bytes given for " +
-                                std::to_string(numel) + " elements of " + std::string(io::name(source_type)));
     auto stored = stored_type.value_or(source_type);
     if (!convertible(source_type, stored))
       throw io_error(path_, "tensor '" + name + "': cannot convert " + std::string(io::name(source_type)) + " to " +
                                 std::string(io::name(stored)));
-    entries_.push_back({std::move(name), source_type, stored, std::move(shape), bytes, numel * size_of(stored), 0});
+    entries_.push_back({std::move(name), source_type, stored, std::move(shape), {}, numel, numel * size_of(stored), 0});
   }
 
   /// A string in `__metadata__`.
@@ -69,28 +77,54 @@ public:
   /// Bytes the file will take.
   [[nodiscard]] std::uint64_t file_size() const { return 8 + header_text().size() + data_size(); }
 
-  /// Writes and commits the file. Throws io_error naming the file on any failure, leaving
-  /// nothing under the final name.
+  /// Writes and commits the file of the tensors added. Throws io_error naming the file on any
+  /// failure, leaving nothing under the final name.
   void write() {
+    open();
+    for (auto& e : entries_) put(e.name, e.bytes);
+    commit();
+  }
+
+  /// Starts the file (a temporary one until `commit`) with its header; after it, `put` each
+  /// declared tensor in the order declared.
+  void open() {
     std::uint64_t offset = 0;
     for (auto& e : entries_) {
       e.begin = offset;
       offset += e.stored_size;
     }
-    auto placeholder = header_text(); // checksums are not known yet: same length, patched below
-    atomic_file file(path_);
+    auto placeholder = header_text(); // checksums are not known yet: same length, patched in commit
+    file_.emplace(path_);
     auto length = static_cast<std::uint64_t>(placeholder.size());
     std::byte prefix[8];
     for (std::size_t i = 0; i < 8; ++i) prefix[i] = static_cast<std::byte>((length >> (8 * i)) & 0xffu);
-    file.write(prefix);
-    file.write(std::as_bytes(std::span(placeholder)));
-    std::vector<std::byte> buffer;
-    for (auto& e : entries_) write_tensor(file, e, buffer);
+    file_->write(prefix);
+    file_->write(std::as_bytes(std::span(placeholder)));
+    next_ = 0;
+  }
+
+  /// Writes the bytes (of its source type) of declared tensor `name`, the next one in order.
+  void put(std::string const& name, std::span<std::byte const> bytes) {
+    if (!file_) throw io_error(path_, "tensor '" + name + "' written before the file was opened");
+    if (next_ >= entries_.size() || entries_[next_].name != name)
+      throw io_error(path_, "tensor '" + name + "' written out of the declared order");
+    auto& e = entries_[next_];
+    check_size(e, bytes);
+    write_tensor(*file_, e, bytes, buffer_);
+    ++next_;
+  }
+
+  /// Completes the file: every declared tensor must have been written.
+  void commit() {
+    if (!file_) throw io_error(path_, "committed before it was opened");
+    if (next_ != entries_.size())
+      throw io_error(path_, "tensor '" + entries_[next_].name + "' was declared but never written");
     if (policy_ == checksums::record) {
       auto final_header = header_text();
-      file.write_at(std::as_bytes(std::span(final_header)), 8);
+      file_->write_at(std::as_bytes(std::span(final_header)), 8);
     }
-    file.commit();
+    file_->commit();
+    file_.reset();
   }
 
 private:
@@ -99,7 +133,8 @@ private:
     dtype source_type;
     dtype stored_type;
     std::vector<std::uint64_t> shape;
-    std::span<std::byte const> bytes;
+    std::span<std::byte const> bytes; ///< given to add(); empty when declared
+    std::uint64_t numel;
     std::uint64_t stored_size;
     std::uint64_t begin;
     std::optional<std::uint64_t> checksum{};
@@ -130,12 +165,18 @@ private:
     return text;
   }
 
-  void write_tensor(atomic_file& file, entry& e, std::vector<std::byte>& buffer) {
+  void check_size(entry const& e, std::span<std::byte const> bytes) const {
+    if (bytes.size() != e.numel * size_of(e.source_type))
+      throw io_error(path_, "tensor '" + e.name + "': " + std::to_string(bytes.size()) + " bytes given for " +
+                                std::to_string(e.numel) + " elements of " + std::string(io::name(e.source_type)));
+  }
+
+  void write_tensor(atomic_file& file, entry& e, std::span<std::byte const> bytes, std::vector<std::byte>& buffer) {
     checksum hash;
     if (e.source_type == e.stored_type) {
       constexpr std::size_t chunk = std::size_t{64} << 20;
-      for (std::size_t at = 0; at < e.bytes.size(); at += chunk) {
-        auto piece = e.bytes.subspan(at, std::min(chunk, e.bytes.size() - at));
+      for (std::size_t at = 0; at < bytes.size(); at += chunk) {
+        auto piece = bytes.subspan(at, std::min(chunk, bytes.size() - at));
         if (policy_ == checksums::record) hash.update(piece);
         file.write(piece);
         progress_scope::count(piece.size());
@@ -143,12 +184,12 @@ private:
     } else {
       constexpr std::size_t elements = std::size_t{4} << 20;
       auto in = size_of(e.source_type), out = size_of(e.stored_type);
-      auto count = e.bytes.size() / in;
+      auto count = bytes.size() / in;
       buffer.resize(std::min(elements, count) * out);
       for (std::size_t at = 0; at < count; at += elements) {
         auto n = std::min(elements, count - at);
         auto target = std::span(buffer).first(n * out);
-        convert(e.bytes.subspan(at * in, n * in), e.source_type, target, e.stored_type);
+        convert(bytes.subspan(at * in, n * in), e.source_type, target, e.stored_type);
         if (policy_ == checksums::record) hash.update(target);
         file.write(target);
         progress_scope::count(n * in); // the bytes of the state, whatever the stored type
@@ -161,6 +202,9 @@ private:
   checksums policy_;
   std::vector<entry> entries_;
   std::map<std::string, std::string> metadata_;
+  std::optional<atomic_file> file_;
+  std::size_t next_ = 0;
+  std::vector<std::byte> buffer_;
 };
 
 } // namespace cairn::io

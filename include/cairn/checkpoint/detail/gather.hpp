@@ -52,7 +52,7 @@ std::optional<at::Tensor> gather_whole(model_state const& state, Comm& comm, std
   bool contributes = mine && (!mine->layout.replicated || comm.rank() == 0);
   auto local = contributes ? mine->shards[shard].to(c10::Device(c10::kCPU)).reshape({-1}).contiguous().view(at::kByte)
                            : at::empty({0}, at::TensorOptions().dtype(at::kByte));
-  auto parts = comm.all_gather(local.to(comm.device()));
+  auto parts = comm::gather(comm, local.to(comm.device()), destination); // to the destination only
   if (comm.rank() != destination) return std::nullopt;
   auto out = at::empty({static_cast<std::int64_t>(numel)}, at::TensorOptions().dtype(to_scalar_type(whole.dtype)));
   auto target = tensor_bytes(out);

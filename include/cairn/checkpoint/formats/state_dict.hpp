@@ -4,15 +4,18 @@
 // The state_dict format: whole tensors named <parameter>/<state shard>, in files
 // state_dict_<i>.safetensors of at most parameters_per_file elements each, listed by
 // state_dict.safetensors.index.json, whose metadata holds the checkpoint metadata. Writing is
-// spread over the ranks (file i by rank i mod world size). Loads into any layout.
+// spread over the ranks (file i by rank i mod world size), each tensor gathered to its writer
+// alone, in bounded memory. Loads into any layout.
 
 #include <cairn/checkpoint/detail/gather.hpp>
 #include <cairn/checkpoint/detail/loader.hpp>
+#include <cairn/checkpoint/detail/write_behind.hpp>
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/comm/collectives.hpp>
 #include <cairn/io/index.hpp>
 #include <cairn/io/safetensors_writer.hpp>
+#include <cairn/progress.hpp>
 
 #include <ATen/ops/empty.h>
 
@@ -21,6 +24,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,34 +48,66 @@ struct state_dict {
     auto file_of = detail::assign_state_dict_files(parameters, shards.size(), config.parameters_per_file);
     std::size_t files = 0;
     for (auto const& [name, f] : file_of) files = std::max(files, f + 1);
+    auto writer_of = [&](std::size_t file) { return static_cast<int>(file % static_cast<std::size_t>(comm.size())); };
 
-    std::vector<std::unique_ptr<io::safetensors_writer>> writers(files);
-    std::vector<at::Tensor> keep_alive;
+    // What each file holds, in order; the header of each is fixed before any tensor is gathered.
+    struct item {
+      parameter_layout const* parameter;
+      std::size_t shard;
+      std::string tensor;
+    };
+    std::vector<std::vector<item>> contents(files);
     std::map<std::string, std::string> weight_map;
-    auto file_name = formats::state_dict_file;
+    for (auto const& [name, p] : parameters)
+      for (auto i : shards) {
+        contents[file_of[name]].push_back({&p, i, cairn::tensor_name(name, state.shard_names[i])});
+        weight_map[contents[file_of[name]].back().tensor] = state_dict_file(file_of[name]);
+      }
     checkpoint_metadata identity;
     identity.save_id = comm::broadcast_string(comm, comm.rank() == 0 ? new_save_id() : std::string());
-    for (std::size_t i = 0; i < files; ++i)
-      if (static_cast<int>(i % static_cast<std::size_t>(comm.size())) == comm.rank()) {
-        writers[i] = std::make_unique<io::safetensors_writer>(config.path / file_name(i));
-        record_identity(*writers[i], identity);
+
+    // Whole tensors are gathered to the rank that writes them, one at a time, and written behind
+    // on a thread of that rank while the next ones are gathered: the files of different ranks
+    // are written at the same time, and what waits in memory is bounded whatever the model size.
+    std::vector<std::unique_ptr<io::safetensors_writer>> writers(files);
+    detail::write_behind behind;
+    behind.submit(0, [&] {
+      for (std::size_t f = 0; f < files; ++f) {
+        if (writer_of(f) != comm.rank()) continue;
+        writers[f] = std::make_unique<io::safetensors_writer>(config.path / state_dict_file(f));
+        record_identity(*writers[f], identity);
+        for (auto const& it : contents[f])
+          writers[f]->declare(it.tensor, it.parameter->dtype, it.parameter->shape,
+                              detail::stored_type(it.parameter->dtype, config.data_type));
+        writers[f]->open();
+      }
+    });
+    std::size_t rounds = 0;
+    for (auto const& c : contents) rounds = std::max(rounds, c.size());
+    for (std::size_t k = 0; k < rounds; ++k) // file 0's k-th tensor, file 1's, …: each rank in turn
+      for (std::size_t f = 0; f < files; ++f) {
+        if (k >= contents[f].size()) continue;
+        auto const& it = contents[f][k];
+        std::optional<at::Tensor> whole;
+        try {
+          whole = detail::gather_whole(state, comm, ranks, *it.parameter, it.shard, writer_of(f));
+        } catch (error const&) {
+          behind.fail(std::current_exception()); // raised on the writer only: reported below, on every rank
+          continue;
+        }
+        if (!whole) continue;
+        auto bytes = static_cast<std::uint64_t>(whole->nbytes());
+        progress_scope::count(bytes);
+        behind.submit(bytes, [&writers, f, name = it.tensor, tensor = *whole, last = k + 1 == contents[f].size()] {
+          writers[f]->put(name, tensor_bytes(tensor));
+          if (last) writers[f]->commit();
+        });
       }
 
-    for (auto const& [name, p] : parameters) {
-      auto writer_rank = static_cast<int>(file_of[name] % static_cast<std::size_t>(comm.size()));
-      for (auto i : shards) {
-        auto tensor = cairn::tensor_name(name, state.shard_names[i]);
-        weight_map[tensor] = file_name(file_of[name]);
-        auto whole = detail::gather_whole(state, comm, ranks, p, i, writer_rank);
-        if (!whole) continue;
-        keep_alive.push_back(*whole);
-        writers[file_of[name]]->add(tensor, p.dtype, p.shape, tensor_bytes(keep_alive.back()),
-                                    detail::stored_type(p.dtype, config.data_type));
-      }
-    }
     comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
-      for (auto& w : writers)
-        if (w) w->write();
+      behind.finish();
+      for (std::size_t f = 0; f < files; ++f)
+        if (writers[f] && contents[f].empty()) writers[f]->commit(); // a file of no tensors
 
       if (comm.rank() == 0) {
         checkpoint_metadata metadata;
