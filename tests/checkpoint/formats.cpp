@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 
 #include "../io/temp_dir.hpp"
 #include "model.hpp"
@@ -244,6 +245,26 @@ TEST_CASE("metadata of an earlier version loads through the migration chain") {
   REQUIRE(metadata.ranks.size() == 1);
   CHECK(metadata.ranks[0].parameters[0].name == "w");
   CHECK(metadata.metadata.at("iteration") == 7);
+}
+
+TEST_CASE("checkpoints an earlier cairn wrote (2 ranks, rows split) still verify and load bitwise") {
+  // tests/data/checkpoints: written by `checkpoint_formats_worker save DIR FORMAT dim` on 2 ranks
+  // by the cairn of 2026-12 (metadata version 2), before exports were streamed. Never regenerate
+  // them: they stand for the files users already have.
+  auto data = std::filesystem::path(CAIRN_TEST_DATA_DIR) / "data" / "checkpoints";
+  for (auto [name, format] : {std::pair{"distributed_v2", distributed}, std::pair{"state_dict_v2", state_dict}}) {
+    CAPTURE(name);
+    auto report = cairn::verify_checkpoint(data / name);
+    CHECK(report.ok());
+    CHECK(report.files == (format == distributed ? 2u : 1u));
+    for (auto how : {scheme::dim, scheme::flat}) { // into one process, whole rows or one flat range
+      auto state = test_model::make(how, 0, 1, false);
+      auto metadata = cairn::load_checkpoint(state, comm, load_config(data / name, format));
+      CHECK(test_model::mismatches(state) == 0);
+      CHECK(metadata.metadata.at("iteration") == 42);
+      CHECK(metadata.config.at("program") == "worker");
+    }
+  }
 }
 
 TEST_CASE("state builders: shards taken from whole tensors, optimizer state zeroed, and saved as such") {
