@@ -196,12 +196,12 @@ TEST_CASE("errors name the file, the line and the column") {
 
   // Aliases of aliases: ten lines that would expand to 10^9 values.
   std::string laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
-  for (int i = 1; i < 9; ++i)
-    laughs += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + [&] {
-      std::string refs;
-      for (int j = 0; j < 10; ++j) refs += (j ? ", *a" : "*a") + std::to_string(i - 1);
-      return refs;
-    }() + "]\n";
+  for (int i = 1; i < 9; ++i) {
+    auto n = std::to_string(i), previous = std::to_string(i - 1);
+    laughs.append("a").append(n).append(": &a").append(n).append(" [");
+    for (int j = 0; j < 10; ++j) laughs.append(j ? ", *a" : "*a").append(previous);
+    laughs.append("]\n");
+  }
   CHECK(error_of(laughs).find("more than 1000000 values once aliases are expanded") != std::string::npos);
 
   // A file of comments only is a config of defaults.
