@@ -81,6 +81,23 @@ int collectives() {
         expect(parts[r].equal(at::arange(r * 3, at::kInt) + 100 * r), "gather parts in rank order", rank);
     }
 
+  // gather_into: every part straight into its place on the root, here the halves of one tensor.
+  for (int root = 0; root < size; ++root)
+    for (int how = 0; how < 2; ++how) {
+      auto part = at::arange(rank * 3, at::kInt) + 100 * rank;
+      auto whole = at::full({3 * size * (size - 1) / 2}, -1, at::kInt);
+      std::vector<at::Tensor> places;
+      for (int r = 0, offset = 0; r < size; offset += 3 * r, ++r) places.push_back(whole.narrow(0, offset, 3 * r));
+      if (how == 0)
+        cairn::comm::gather_into(comm, part, root, places);
+      else
+        cairn::comm::gather_into(plain, part, root, places);
+      if (rank != root) continue;
+      for (int r = 0; r < size; ++r)
+        expect(places[std::size_t(r)].equal(at::arange(r * 3, at::kInt) + 100 * r), "gather_into: in place", rank);
+      expect(whole.ge(0).all().item<bool>(), "gather_into: every element written", rank);
+    }
+
   auto strings = cairn::comm::all_gather_strings(comm, "rank-" + std::to_string(rank) + (rank % 2 ? "-odd" : ""));
   for (int r = 0; r < size; ++r)
     expect(strings[r] == "rank-" + std::to_string(r) + (r % 2 ? "-odd" : ""), "all_gather_strings", rank);

@@ -33,6 +33,9 @@ public:
   [[nodiscard]] std::vector<at::Tensor> gather(at::Tensor const& tensor, int root) {
     return self_->gather(tensor, root);
   }
+  void gather_into(at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs) {
+    self_->gather_into(tensor, root, outputs);
+  }
 
 private:
   struct concept_ {
@@ -45,6 +48,7 @@ private:
     virtual void all_reduce(at::Tensor& tensor, reduce_op op) = 0;
     [[nodiscard]] virtual std::vector<at::Tensor> all_gather(at::Tensor const& tensor) = 0;
     [[nodiscard]] virtual std::vector<at::Tensor> gather(at::Tensor const& tensor, int root) = 0;
+    virtual void gather_into(at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs) = 0;
   };
 
   template <class C> struct model final : concept_ {
@@ -58,6 +62,9 @@ private:
     [[nodiscard]] std::vector<at::Tensor> all_gather(at::Tensor const& tensor) override { return c.all_gather(tensor); }
     [[nodiscard]] std::vector<at::Tensor> gather(at::Tensor const& tensor, int root) override {
       return comm::gather(c, tensor, root);
+    }
+    void gather_into(at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs) override {
+      comm::gather_into(c, tensor, root, outputs);
     }
     C c;
   };

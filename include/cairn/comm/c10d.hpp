@@ -96,6 +96,32 @@ public:
     return std::move(outputs[0]);
   }
 
+  /// Every rank's tensor into `outputs[rank]` on rank `root` (each of the size that rank sends,
+  /// contiguous, on device(); views of one larger tensor will do); `outputs` is ignored on the
+  /// others. Point to point: no padding, no exchange of sizes.
+  void gather_into(at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs) {
+    auto flat = tensor.reshape({-1}).contiguous();
+    if (rank() != root) {
+      if (flat.numel() == 0) return;
+      std::vector<at::Tensor> sent{flat};
+      group_->send(sent, root, 0)->wait();
+      return;
+    }
+    std::vector<std::vector<at::Tensor>> received;
+    received.reserve(outputs.size()); // the works hold references to these lists
+    std::vector<c10::intrusive_ptr<c10d::Work>> pending;
+    for (int r = 0; r < size(); ++r) {
+      auto& out = outputs.at(static_cast<std::size_t>(r));
+      if (r == root) {
+        if (flat.numel() > 0) out.copy_(flat);
+      } else if (out.numel() > 0) {
+        received.push_back({out});
+        pending.push_back(group_->recv(received.back(), r, 0));
+      }
+    }
+    for (auto& work : pending) work->wait();
+  }
+
 private:
   std::vector<at::Tensor> gather_equal(at::Tensor const& tensor) {
     std::vector<std::vector<at::Tensor>> outputs(1);

@@ -18,7 +18,8 @@ enum class reduce_op { sum, max };
 /// may differ) and returns every rank's, flattened, in rank order. Backends: single_process,
 /// c10d_communicator (Gloo on CPU, NCCL on GPU through libtorch), nccl_communicator.
 /// `device()` is where its tensors must live (CPU for Gloo, a CUDA device for NCCL). A
-/// communicator may also have `gather(tensor, root)` (see comm::gather below).
+/// communicator may also have `gather(tensor, root)` and `gather_into(tensor, root, outputs)`
+/// (see comm::gather and comm::gather_into below).
 template <class C>
 concept communicator = requires(C& c, at::Tensor& t, at::Tensor const& ct) {
   { c.device() } -> std::same_as<c10::Device>;
@@ -43,6 +44,22 @@ template <communicator C> std::vector<at::Tensor> gather(C& comm, at::Tensor con
     auto all = comm.all_gather(tensor);
     if (comm.rank() != root) return {};
     return all;
+  }
+}
+
+/// Every rank's tensor into `outputs[rank]` on rank `root`, where each output already has the
+/// size that rank sends (all ranks know the sizes: from the layouts, say); `outputs` is ignored
+/// on the others. Collective. Through the communicator's own `gather_into` where it has one
+/// (every cairn backend: point to point, no padding, straight into the outputs), else through
+/// `gather` and a copy.
+template <communicator C>
+void gather_into(C& comm, at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs) {
+  if constexpr (requires { comm.gather_into(tensor, root, outputs); }) {
+    comm.gather_into(tensor, root, outputs);
+  } else {
+    auto parts = comm::gather(comm, tensor, root);
+    for (std::size_t r = 0; r < parts.size(); ++r)
+      if (parts[r].numel() > 0) outputs.at(r).copy_(parts[r]);
   }
 }
 

@@ -182,6 +182,31 @@ public:
     return out;
   }
 
+  /// Every rank's tensor into `outputs[rank]` (on this device, of the size that rank sends) on
+  /// rank `root`; sends and receives, no padding.
+  void gather_into(at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs) {
+    usable();
+    auto flat = tensor.reshape({-1}).contiguous();
+    auto type = detail::nccl_type(flat.scalar_type());
+    detail::check_nccl(ncclGroupStart(), "ncclGroupStart");
+    if (rank_ == root) {
+      for (int r = 0; r < size_; ++r) {
+        auto& out = outputs.at(static_cast<std::size_t>(r));
+        if (r == root) {
+          if (flat.numel() > 0) out.copy_(flat);
+        } else if (out.numel() > 0) {
+          detail::check_nccl(ncclRecv(out.data_ptr(), static_cast<std::size_t>(out.numel()), type, r, comm_, stream_),
+                             "ncclRecv");
+        }
+      }
+    } else if (flat.numel() > 0) {
+      detail::check_nccl(ncclSend(flat.data_ptr(), static_cast<std::size_t>(flat.numel()), type, root, comm_, stream_),
+                         "ncclSend");
+    }
+    detail::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    synchronize("gather");
+  }
+
 private:
   at::Tensor gather_equal(at::Tensor const& tensor) {
     usable();

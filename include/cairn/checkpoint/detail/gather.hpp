@@ -49,21 +49,50 @@ std::optional<at::Tensor> gather_whole(model_state const& state, Comm& comm, std
     return mine->shards[shard].to(c10::Device(c10::kCPU)).reshape({-1}).contiguous();
   }
   // Gathered as bytes: not every backend carries every element type (Gloo has no bfloat16).
-  bool contributes = mine && (!mine->layout.replicated || comm.rank() == 0);
+  // Every rank knows what every other sends (the layouts say), so the destination receives each
+  // part where it goes: straight into the whole tensor when the part is one run of it and the
+  // communicator works on CPU tensors, else into a buffer copied from.
+  auto size = io::size_of(whole.dtype);
+  std::vector<std::int64_t> sent(ranks.size(), 0);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    auto const* held = ranks[r].find(whole.name);
+    if (held && (!held->replicated || r == 0)) sent[r] = static_cast<std::int64_t>(held->shard.numel() * size);
+  }
+  bool contributes = sent[static_cast<std::size_t>(comm.rank())] > 0;
   auto local = contributes ? mine->shards[shard].to(c10::Device(c10::kCPU)).reshape({-1}).contiguous().view(at::kByte)
                            : at::empty({0}, at::TensorOptions().dtype(at::kByte));
-  auto parts = comm::gather(comm, local.to(comm.device()), destination); // to the destination only
-  if (comm.rank() != destination) return std::nullopt;
-  auto out = at::empty({static_cast<std::int64_t>(numel)}, at::TensorOptions().dtype(to_scalar_type(whole.dtype)));
-  auto target = tensor_bytes(out);
-  auto size = io::size_of(whole.dtype);
+  at::Tensor out;
+  std::vector<at::Tensor> parts(ranks.size());
+  std::vector<bool> in_place(ranks.size(), false);
   std::uint64_t covered = 0;
+  if (comm.rank() == destination) {
+    out = at::empty({static_cast<std::int64_t>(numel)}, at::TensorOptions().dtype(to_scalar_type(whole.dtype)));
+    auto bytes = out.view(at::kByte);
+    bool on_cpu = comm.device().is_cpu();
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      if (sent[r] == 0) {
+        parts[r] = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(comm.device()));
+        continue;
+      }
+      auto runs = overlap(whole.shape, ranks[r].find(whole.name)->shard, shard_layout::whole(whole.shape));
+      if (on_cpu && runs.size() == 1 && runs[0].source == 0 &&
+          static_cast<std::int64_t>(runs[0].length * size) == sent[r]) {
+        parts[r] = bytes.narrow(0, static_cast<std::int64_t>(runs[0].target * size), sent[r]);
+        in_place[r] = true;
+        covered += runs[0].length;
+      } else {
+        parts[r] = at::empty({sent[r]}, at::TensorOptions().dtype(at::kByte).device(comm.device()));
+      }
+    }
+  }
+  comm::gather_into(comm, local.to(comm.device()), destination, parts);
+  if (comm.rank() != destination) return std::nullopt;
+  auto target = tensor_bytes(out);
   for (std::size_t r = 0; r < parts.size(); ++r) {
-    auto const* held = ranks[r].find(whole.name);
-    if (!held || parts[r].numel() == 0) continue;
+    if (sent[r] == 0 || in_place[r]) continue;
     auto part = parts[r].to(c10::Device(c10::kCPU)).contiguous();
     auto source = tensor_bytes(part);
-    for (auto const& run : overlap(whole.shape, held->shard, shard_layout::whole(whole.shape))) {
+    for (auto const& run : overlap(whole.shape, ranks[r].find(whole.name)->shard, shard_layout::whole(whole.shape))) {
       std::memcpy(target.data() + run.target * size, source.data() + run.source * size, run.length * size);
       covered += run.length;
     }
