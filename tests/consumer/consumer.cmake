@@ -15,5 +15,6 @@ if(CAIRN_WITH_TORCH)
            COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DBUILD_DIR=${CMAKE_BINARY_DIR}
                    -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumer_readme -DGENERATOR=${CMAKE_GENERATOR}
                    -DCXX=${CMAKE_CXX_COMPILER} -P ${cairn_consumer_dir}/readme.cmake)
-  set_tests_properties(consumer_readme PROPERTIES LABELS consumer TIMEOUT 900)
+  # COST: the longest tests start first, so that ctest -j packs the rest around them.
+  set_tests_properties(consumer_readme PROPERTIES LABELS consumer TIMEOUT 900 COST 60)
 endif()
