@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <csignal>
 #include <fstream>
 #include <limits>
@@ -328,7 +329,7 @@ TEST_CASE("a failed background save is an error at the next call, and earlier ch
 
 namespace {
 int fail_at = 0;
-int operations = 0;
+std::atomic<int> operations{0}; // saves write on a thread of their own too
 int error_code = ENOSPC;
 void fail_nth(char const* operation, std::filesystem::path const& path) {
   if (++operations == fail_at) throw io::system_error(path, std::string(operation) + " failed", error_code);
