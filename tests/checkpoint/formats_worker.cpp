@@ -7,14 +7,25 @@
 //
 // Any world size and scheme may load what any other saved: that is resharding.
 #include <cairn/comm.hpp>
+#include <cairn/io/file.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "model.hpp"
 #include "tiny_model.hpp"
 
 namespace {
+
+/// Fails the first write to the second file of an export (rank 1 writes it).
+void fail_second_file(char const* operation, std::filesystem::path const& path) {
+  auto name = path.filename().string();
+  if (std::string(operation) == "write" &&
+      (name.find("state_dict_1.safetensors") != std::string::npos || name.find("model-00002-of-") != std::string::npos))
+    throw cairn::io::system_error(path, "write failed", ENOSPC);
+}
 
 int export_and_load(char const* dir) {
   auto comm = cairn::comm::gloo_from_environment(std::chrono::seconds(60));
@@ -38,7 +49,42 @@ int export_and_load(char const* dir) {
     bad += loaded.parameters[i].shards[0].ne(whole.parameters[i].shards[0]).sum().item<std::int64_t>();
   std::printf("rank %d of %d: exported %zu files, loaded back, %lld wrong elements\n", comm.rank(), comm.size(), files,
               bad);
-  return bad == 0 && files >= 3 ? 0 : 1;
+  if (bad != 0 || files < 3) return 1;
+
+  // A disk error on one rank's writer, of either export: every rank fails (none waits forever),
+  // the error names that rank and its file, and no file of the failed export is left complete
+  // under a final name of a directory that claims to be a checkpoint.
+  bool failed_everywhere = true;
+  for (auto format : {cairn::checkpoint_format::state_dict, cairn::checkpoint_format::external}) {
+    auto failed = save;
+    std::string name = format == cairn::checkpoint_format::external ? "external" : "state_dict";
+    failed.path = std::filesystem::path(dir) / ("failed_" + name);
+    failed.format = format;
+    if (comm.rank() == 0) std::filesystem::remove_all(failed.path); // from an earlier run
+    comm.barrier();
+    std::string message;
+    {
+      cairn::io::scoped_fault_injection fault(comm.rank() == 1 ? fail_second_file : nullptr);
+      try {
+        if (format == cairn::checkpoint_format::external)
+          cairn::external::save(state, comm, conv, model, failed);
+        else
+          cairn::save_checkpoint(state, comm, failed);
+      } catch (std::exception const& e) {
+        message = e.what();
+      }
+    }
+    auto second = format == cairn::checkpoint_format::external ? "model-00002-of-" : "state_dict_1.safetensors";
+    bool named = message.find("rank 1") != std::string::npos || comm.rank() == 1;
+    bool ok = !message.empty() && named && message.find(second) != std::string::npos &&
+              !std::filesystem::exists(failed.path / (format == cairn::checkpoint_format::external
+                                                          ? "config.json"
+                                                          : "state_dict.safetensors.index.json"));
+    std::printf("rank %d: a write failing on rank 1 (%s): %s\n", comm.rank(), name.c_str(),
+                ok ? "refused on every rank" : ("NOT AS EXPECTED: " + message).c_str());
+    failed_everywhere = failed_everywhere && ok;
+  }
+  return failed_everywhere ? 0 : 1;
 }
 
 } // namespace

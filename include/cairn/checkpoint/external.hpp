@@ -358,6 +358,9 @@ template <class Model, class Comm> void save(model_state const& state, Comm& com
     behind.finish();
     for (std::size_t f = 0; f < files; ++f)
       if (writers[f] && contents[f].empty()) writers[f]->commit(); // a model of no parameters
+  });
+  // The index and config.json last, once every rank's files are whole.
+  comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
     if (comm.rank() == 0) {
       if (files > 1) {
         io::safetensors_index index;

@@ -108,7 +108,9 @@ struct state_dict {
       behind.finish();
       for (std::size_t f = 0; f < files; ++f)
         if (writers[f] && contents[f].empty()) writers[f]->commit(); // a file of no tensors
-
+    });
+    // The index last, once every rank's files are whole: an index never lists a missing file.
+    comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
       if (comm.rank() == 0) {
         checkpoint_metadata metadata;
         metadata.format = format;
