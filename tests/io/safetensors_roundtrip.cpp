@@ -11,6 +11,7 @@
 #include <iterator>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <unistd.h>
 #include <vector>
 
@@ -223,3 +224,5 @@ TEST_CASE("a streamed file (declared, then written one tensor at a time) equals 
   CHECK_THROWS_WITH_AS(broken.commit(), doctest::Contains("'b' was declared but never written"), io_error);
   CHECK_FALSE(std::filesystem::exists(dir / "broken.safetensors"));
 }
+
+static_assert(std::is_nothrow_move_constructible_v<safetensors_writer>, "writers can be kept in containers");

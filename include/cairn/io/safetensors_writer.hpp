@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -94,7 +95,7 @@ public:
       offset += e.stored_size;
     }
     auto placeholder = header_text(); // checksums are not known yet: same length, patched in commit
-    file_.emplace(path_);
+    file_ = std::make_unique<atomic_file>(path_);
     auto length = static_cast<std::uint64_t>(placeholder.size());
     std::byte prefix[8];
     for (std::size_t i = 0; i < 8; ++i) prefix[i] = static_cast<std::byte>((length >> (8 * i)) & 0xffu);
@@ -202,7 +203,7 @@ private:
   checksums policy_;
   std::vector<entry> entries_;
   std::map<std::string, std::string> metadata_;
-  std::optional<atomic_file> file_;
+  std::unique_ptr<atomic_file> file_; // a pointer: the writer stays movable
   std::size_t next_ = 0;
   std::vector<std::byte> buffer_;
 };
