@@ -48,10 +48,7 @@ public:
   /// Every rank's tensor, flattened, in rank order; sizes may differ between ranks.
   [[nodiscard]] std::vector<at::Tensor> all_gather(at::Tensor const& tensor) {
     auto flat = tensor.reshape({-1}).contiguous();
-    std::vector<at::Tensor> sizes =
-        gather_equal(at::full({1}, flat.numel(), at::TensorOptions().dtype(at::kLong).device(device_)));
-    std::vector<std::int64_t> counts;
-    for (at::Tensor const& s : sizes) counts.push_back(s.to(c10::Device(c10::kCPU)).item<std::int64_t>());
+    auto counts = counts_of(flat);
     auto longest = *std::max_element(counts.begin(), counts.end());
     if (longest == 0) return std::vector<at::Tensor>(counts.size(), flat); // Gloo fails on empty gathers
     at::Tensor padded = flat;
@@ -68,32 +65,12 @@ public:
   /// list): what a rank that writes a whole tensor needs, without sending it to every rank.
   [[nodiscard]] std::vector<at::Tensor> gather(at::Tensor const& tensor, int root) {
     auto flat = tensor.reshape({-1}).contiguous();
-    std::vector<at::Tensor> sizes =
-        gather_equal(at::full({1}, flat.numel(), at::TensorOptions().dtype(at::kLong).device(device_)));
-    std::vector<std::int64_t> counts;
-    for (at::Tensor const& s : sizes) counts.push_back(s.to(c10::Device(c10::kCPU)).item<std::int64_t>());
-    auto longest = *std::max_element(counts.begin(), counts.end());
-    if (longest == 0) {
-      if (rank() != root) return {};
-      return std::vector<at::Tensor>(counts.size(), flat);
-    }
-    at::Tensor padded = flat;
-    if (flat.numel() != longest) {
-      padded = at::zeros({longest}, flat.options());
-      padded.narrow(0, 0, flat.numel()).copy_(flat);
-    }
-    std::vector<std::vector<at::Tensor>> outputs;
-    if (rank() == root) {
-      outputs.emplace_back();
-      for (int r = 0; r < size(); ++r) outputs[0].push_back(at::empty_like(padded));
-    }
-    std::vector<at::Tensor> inputs{padded};
-    c10d::GatherOptions options;
-    options.rootRank = root;
-    group_->gather(outputs, inputs, options)->wait();
-    if (rank() != root) return {};
-    for (std::size_t r = 0; r < outputs[0].size(); ++r) outputs[0][r] = outputs[0][r].narrow(0, 0, counts[r]);
-    return std::move(outputs[0]);
+    auto counts = counts_of(flat);
+    std::vector<at::Tensor> out;
+    if (rank() == root)
+      for (auto n : counts) out.push_back(at::empty({n}, flat.options()));
+    gather_into(flat, root, out);
+    return out;
   }
 
   /// Every rank's tensor into `outputs[rank]` on rank `root` (each of the size that rank sends,
@@ -123,6 +100,15 @@ public:
   }
 
 private:
+  /// Every rank's element count, in rank order.
+  std::vector<std::int64_t> counts_of(at::Tensor const& flat) {
+    std::vector<std::int64_t> counts;
+    for (at::Tensor const& s :
+         gather_equal(at::full({1}, flat.numel(), at::TensorOptions().dtype(at::kLong).device(device_))))
+      counts.push_back(s.to(c10::Device(c10::kCPU)).item<std::int64_t>());
+    return counts;
+  }
+
   std::vector<at::Tensor> gather_equal(at::Tensor const& tensor) {
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < size(); ++r) outputs[0].push_back(at::empty_like(tensor));

@@ -157,28 +157,10 @@ public:
     auto flat = tensor.reshape({-1}).contiguous();
     auto counts = gather_equal(at::full({1}, flat.numel(), at::TensorOptions().dtype(at::kLong).device(device_)))
                       .to(c10::Device(c10::kCPU));
-    usable();
     std::vector<at::Tensor> out;
-    auto type = detail::nccl_type(flat.scalar_type());
-    detail::check_nccl(ncclGroupStart(), "ncclGroupStart");
-    if (rank_ == root) {
-      for (int r = 0; r < size_; ++r) {
-        auto n = counts[r].item<std::int64_t>();
-        if (r == root) {
-          out.push_back(flat.clone());
-          continue;
-        }
-        out.push_back(at::empty({n}, flat.options()));
-        if (n > 0)
-          detail::check_nccl(ncclRecv(out.back().data_ptr(), static_cast<std::size_t>(n), type, r, comm_, stream_),
-                             "ncclRecv");
-      }
-    } else if (flat.numel() > 0) {
-      detail::check_nccl(ncclSend(flat.data_ptr(), static_cast<std::size_t>(flat.numel()), type, root, comm_, stream_),
-                         "ncclSend");
-    }
-    detail::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
-    synchronize("gather");
+    if (rank_ == root)
+      for (int r = 0; r < size_; ++r) out.push_back(at::empty({counts[r].item<std::int64_t>()}, flat.options()));
+    gather_into(flat, root, out);
     return out;
   }
 
