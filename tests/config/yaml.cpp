@@ -221,6 +221,16 @@ TEST_CASE("to_yaml prints what parse_yaml reads back to the same document") {
   CHECK(text.find("  - \"123\"\n") != std::string::npos); // a string that plain would read as a number
   CHECK(cairn::parse_yaml(text) == document);
 
+  // "..." (or "... x") at the start of a line ends a YAML document: a top-level string or a key
+  // that starts so is quoted (found by the fuzzer: " ..." read as "...", printed plain, lost).
+  for (auto const* s : {"...", "... x", "...x", "---", "--- x"}) {
+    CAPTURE(s);
+    boost::json::value scalar = s;
+    CHECK(cairn::parse_yaml(cairn::to_yaml(scalar)) == scalar);
+    boost::json::value keyed = boost::json::object{{s, 1}, {"list", boost::json::array{s}}};
+    CHECK(cairn::parse_yaml(cairn::to_yaml(keyed)) == keyed);
+  }
+
   fixture::trainer_config config;
   config.run.experiment_dir = "runs/a b";
   config.optimizer.learning_rate = 2.0;

@@ -353,6 +353,7 @@ struct yaml_ignore final : YAML::EventHandler {
 
 inline bool plain_is_safe(std::string_view s) {
   if (s.empty() || s.back() == ' ') return false;
+  if (s.starts_with("...")) return false; // at the start of a line, "... " ends a document
   auto first = static_cast<unsigned char>(s[0]);
   if (!(std::isalnum(first) || s[0] == '_' || s[0] == '/' || s[0] == '.')) return false;
   for (char c : s) {
