@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -91,7 +92,7 @@ struct state_dict {
         std::optional<at::Tensor> whole;
         try {
           whole = detail::gather_whole(state, comm, ranks, *it.parameter, it.shard, writer_of(f));
-        } catch (error const&) {
+        } catch (std::exception const&) {
           behind.fail(std::current_exception()); // raised on the writer only: reported below, on every rank
           continue;
         }
