@@ -325,6 +325,7 @@ template <class Model, class Comm> void save(model_state const& state, Comm& com
         for (auto const& t : outputs[r])
           writers[f]->declare(t.name, t.dtype, t.shape, cairn::detail::stored_type(t.dtype, config.data_type));
       writers[f]->open();
+      if (contents[f].empty()) writers[f]->commit(); // nothing to wait for
     }
   });
   std::size_t rounds = 0;
@@ -354,11 +355,7 @@ template <class Model, class Comm> void save(model_state const& state, Comm& com
       });
     }
 
-  comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
-    behind.finish();
-    for (std::size_t f = 0; f < files; ++f)
-      if (writers[f] && contents[f].empty()) writers[f]->commit(); // a model of no parameters
-  });
+  comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] { behind.finish(); });
   // The index and config.json last, once every rank's files are whole.
   comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
     if (comm.rank() == 0) {

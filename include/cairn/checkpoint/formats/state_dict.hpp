@@ -81,6 +81,7 @@ struct state_dict {
           writers[f]->declare(it.tensor, it.parameter->dtype, it.parameter->shape,
                               detail::stored_type(it.parameter->dtype, config.data_type));
         writers[f]->open();
+        if (contents[f].empty()) writers[f]->commit(); // nothing to wait for
       }
     });
     std::size_t rounds = 0;
@@ -105,11 +106,7 @@ struct state_dict {
         });
       }
 
-    comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
-      behind.finish();
-      for (std::size_t f = 0; f < files; ++f)
-        if (writers[f] && contents[f].empty()) writers[f]->commit(); // a file of no tensors
-    });
+    comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] { behind.finish(); });
     // The index last, once every rank's files are whole: an index never lists a missing file.
     comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
       if (comm.rank() == 0) {
