@@ -3,7 +3,6 @@
 file(GLOB_RECURSE cairn_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/include/cairn/*.hpp)
 set(cairn_header_sources)
-set(cairn_core_header_sources)
 foreach(header IN LISTS cairn_public_headers)
   # Headers that need libtorch say so on a line of their own; they are checked only with it.
   file(STRINGS ${PROJECT_SOURCE_DIR}/include/${header} needs_torch REGEX "^// cairn: requires libtorch$")
@@ -21,17 +20,14 @@ foreach(header IN LISTS cairn_public_headers)
     file(WRITE ${source} "${content}")
   endif()
   list(APPEND cairn_header_sources ${source})
-  if(NOT needs_torch AND NOT needs_nccl)
-    list(APPEND cairn_core_header_sources ${source})
-  endif()
 endforeach()
 add_library(cairn_header_check OBJECT ${cairn_header_sources})
 target_link_libraries(cairn_header_check PRIVATE cairn::cairn cairn_warnings)
 
-# The headers without libtorch also compile on their own with CAIRN_SEPARATE_COMPILATION,
-# where they declare cairn's ordinary functions instead of defining them (and include less).
-add_library(cairn_header_check_separate OBJECT ${cairn_core_header_sources})
-target_link_libraries(cairn_header_check_separate PRIVATE cairn::core cairn_warnings)
+# Every header also compiles on its own with CAIRN_SEPARATE_COMPILATION, where it declares
+# cairn's ordinary functions instead of defining them (and includes less).
+add_library(cairn_header_check_separate OBJECT ${cairn_header_sources})
+target_link_libraries(cairn_header_check_separate PRIVATE cairn::cairn cairn_warnings)
 target_compile_definitions(cairn_header_check_separate PRIVATE CAIRN_SEPARATE_COMPILATION)
 
 # Checked, not compiled to code: a third less time, the same diagnostics.

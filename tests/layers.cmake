@@ -3,6 +3,7 @@
 # "Architecture"): the base (cairn/error.hpp, cairn/diagnostics.hpp, cairn/progress.hpp, cairn/detail/,
 # cairn/impl/),
 # config/, then io/ and comm/ (side by side: neither includes the other), checkpoint/, training/.
+# cairn/src.hpp (the definitions of every layer) is, like cairn/cairn.hpp, above everything.
 # An umbrella header (cairn/config.hpp, …) belongs to its folder's layer; cairn/cairn.hpp is
 # above everything.
 #
@@ -13,7 +14,7 @@ function(cairn_layer path out_layer out_folder)
   if(rest MATCHES "^[a-z_]+\\.hpp$")
     string(REGEX REPLACE "\\.hpp$" "" first "${rest}")
   endif()
-  set(layers "detail=0;impl=0;error=0;diagnostics=0;progress=0;config=1;io=2;comm=2;checkpoint=3;training=4;cairn=5")
+  set(layers "detail=0;impl=0;error=0;diagnostics=0;progress=0;config=1;io=2;comm=2;checkpoint=3;training=4;cairn=5;src=5")
   foreach(entry IN LISTS layers)
     string(REPLACE "=" ";" pair "${entry}")
     list(GET pair 0 name)

@@ -3,6 +3,7 @@
 // Progress of long work (a save, a load, a conversion, a verification): bytes done, throughput
 // and time left, reported through the diagnostic sink while the work runs. No libtorch.
 
+#include <cairn/detail/decl.hpp>
 #include <cairn/diagnostics.hpp>
 
 #include <algorithm>
@@ -16,17 +17,7 @@
 namespace cairn {
 
 /// "1.50 GiB", for progress messages.
-inline std::string size_text(double bytes) {
-  char const* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
-  return text;
-}
+CAIRN_DECL std::string size_text(double bytes);
 
 /// When progress is reported: not before the work has run `first`, then at most every `every`.
 struct progress_timing {
@@ -40,11 +31,7 @@ inline std::atomic<std::int64_t> progress_every_ms{5000};
 } // namespace detail
 
 /// Sets when progress is reported, process-wide; returns the previous timing.
-inline progress_timing set_progress_timing(progress_timing timing) {
-  progress_timing previous{std::chrono::milliseconds(detail::progress_first_ms.exchange(timing.first.count())),
-                           std::chrono::milliseconds(detail::progress_every_ms.exchange(timing.every.count()))};
-  return previous;
-}
+CAIRN_DECL progress_timing set_progress_timing(progress_timing timing);
 
 /// One long piece of work on this thread. While it lives, the bytes cairn's saves, loads and
 /// checks move on this thread count towards `total` (0: unknown), and progress diagnostics
@@ -63,53 +50,21 @@ public:
   }
   progress_scope(progress_scope const&) = delete;
   progress_scope& operator=(progress_scope const&) = delete;
-  ~progress_scope() {
-    if (active() != this) return;
-    active() = nullptr;
-    if (reported_) emit(severity::progress, {path_, ""});
-  }
+  CAIRN_DECL ~progress_scope();
 
   /// Counts `bytes` done towards the scope active on this thread, if any.
   static void count(std::uint64_t bytes) noexcept {
     if (auto* scope = active()) scope->add(bytes);
   }
 
-  void add(std::uint64_t bytes) noexcept {
-    done_ += bytes;
-    if (quiet_) return;
-    auto now = std::chrono::steady_clock::now();
-    auto first = std::chrono::milliseconds(detail::progress_first_ms.load());
-    auto every = std::chrono::milliseconds(detail::progress_every_ms.load());
-    if (now - started_ < first || (reported_ && now - last_ < every)) return;
-    last_ = now;
-    reported_ = true;
-    try {
-      emit(severity::progress, {path_, text(std::chrono::duration<double>(now - started_).count())});
-    } catch (...) { // progress never fails the work
-    }
-  }
+  CAIRN_DECL void add(std::uint64_t bytes) noexcept;
 
   [[nodiscard]] std::uint64_t done() const noexcept { return done_; }
 
 private:
-  static progress_scope*& active() noexcept {
-    thread_local progress_scope* scope = nullptr;
-    return scope;
-  }
+  CAIRN_DECL static progress_scope*& active() noexcept;
 
-  [[nodiscard]] std::string text(double seconds) const {
-    double rate = seconds > 0 ? double(done_) / seconds : 0;
-    std::string out = what_ + ": " + size_text(double(done_));
-    if (total_ > 0) {
-      // An estimate of the total can fall short (a format that writes more than the state).
-      double fraction = std::min(0.99, double(done_) / double(total_));
-      out += " of " + size_text(double(total_)) + " (" + std::to_string(int(fraction * 100)) + "%)";
-    }
-    out += ", " + size_text(rate) + "/s";
-    if (total_ > done_ && rate > 0)
-      out += ", " + std::to_string(std::int64_t(double(total_ - done_) / rate + 0.5)) + " s left";
-    return out;
-  }
+  [[nodiscard]] CAIRN_DECL std::string text(double seconds) const;
 
   std::string what_, path_;
   std::uint64_t total_ = 0, done_ = 0;
@@ -119,3 +74,7 @@ private:
 };
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/impl/progress.ipp>
+#endif

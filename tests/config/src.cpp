@@ -1,2 +1,2 @@
-// cairn's ordinary functions, compiled once for the config tests (CAIRN_SEPARATE_COMPILATION).
-#include <cairn/config/src.hpp>
+// cairn's ordinary functions, compiled once for the tests without libtorch (CAIRN_SEPARATE_COMPILATION).
+#include <cairn/src.hpp>

@@ -7,6 +7,7 @@
 #include <cairn/config/field.hpp>
 #include <cairn/config/legacy.hpp>
 #include <cairn/config/validation.hpp>
+#include <cairn/detail/decl.hpp>
 
 #include <boost/describe/class.hpp>
 #include <boost/describe/enum.hpp>
@@ -109,10 +110,7 @@ constexpr auto cairn_fields(checkpoint_save_options_mixin const*) {
 
 namespace detail {
 /// Optimizer state in a format that cannot hold it is refused before launch, not at the save.
-inline void check_state_fits_format(checkpoint_format format, bool optimizer_state, validation& v) {
-  if (optimizer_state && !holds_optimizer_state(format))
-    v.error("optimizer_state", "the external format cannot hold optimizer state; use distributed or state_dict");
-}
+CAIRN_DECL void check_state_fits_format(checkpoint_format format, bool optimizer_state, validation& v);
 } // namespace detail
 
 // --- composed configs ---------------------------------------------------------------------------
@@ -152,29 +150,10 @@ namespace detail {
 ///   override_architecture: true       -> none (keep our architecture)
 ///   all false or absent               -> architecture (the default)
 /// override_architecture together with either load_full_* is contradictory and refused.
-inline boost::json::value merge_load_flags(boost::json::object const& old) {
-  auto flag = [&](char const* key) {
-    auto const* value = old.if_contains(key);
-    if (value && !value->is_bool()) throw error(std::string(key) + " must be a boolean");
-    return value && value->get_bool();
-  };
-  bool everything = flag("load_full_fast_llm_config");
-  bool model = flag("load_full_base_model_config");
-  bool override_architecture = flag("override_architecture");
-  if (override_architecture && (everything || model))
-    throw error("override_architecture cannot be combined with load_full_base_model_config or "
-                "load_full_fast_llm_config");
-  if (everything) return "cairn";
-  if (model) return "model";
-  return override_architecture ? "none" : "architecture";
-}
+CAIRN_DECL boost::json::value merge_load_flags(boost::json::object const& old);
 } // namespace detail
 
-inline std::vector<legacy_rule> cairn_legacy(checkpoint_load_metadata_config const*) {
-  return {legacy::rename_value("load_config", "fast_llm", "cairn"),
-          legacy::merge({"override_architecture", "load_full_base_model_config", "load_full_fast_llm_config"},
-                        "load_config", detail::merge_load_flags)};
-}
+CAIRN_DECL std::vector<legacy_rule> cairn_legacy(checkpoint_load_metadata_config const*);
 
 /// Everything a load needs.
 struct checkpoint_load_config : checkpoint_load_metadata_config, checkpoint_state_mixin {
@@ -183,3 +162,7 @@ struct checkpoint_load_config : checkpoint_load_metadata_config, checkpoint_stat
 BOOST_DESCRIBE_STRUCT(checkpoint_load_config, (checkpoint_load_metadata_config, checkpoint_state_mixin), ())
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/checkpoint/impl/config.ipp>
+#endif

@@ -7,6 +7,7 @@
 #include <cairn/config/field.hpp>
 #include <cairn/config/validation.hpp>
 #include <cairn/config/value.hpp>
+#include <cairn/detail/decl.hpp>
 #include <cairn/error.hpp>
 #include <cairn/io/dtype.hpp>
 
@@ -59,11 +60,7 @@ struct shard_layout {
   std::optional<flat_range> flat;
 
   /// Elements of the box.
-  [[nodiscard]] std::uint64_t box_numel() const noexcept {
-    std::uint64_t n = 1;
-    for (auto l : lengths) n *= l;
-    return n;
-  }
+  [[nodiscard]] CAIRN_DECL std::uint64_t box_numel() const noexcept;
   /// Elements this rank holds.
   [[nodiscard]] std::uint64_t numel() const noexcept { return flat ? flat->end - flat->begin : box_numel(); }
 
@@ -73,18 +70,7 @@ struct shard_layout {
   }
 
   /// Why this is not a valid shard of a tensor of `shape`, or nothing.
-  [[nodiscard]] std::optional<std::string> problem(std::vector<std::uint64_t> const& shape) const {
-    if (offsets.size() != shape.size() || lengths.size() != shape.size())
-      return "a shard of rank " + std::to_string(lengths.size()) + " for a tensor of rank " +
-             std::to_string(shape.size());
-    for (std::size_t d = 0; d < shape.size(); ++d)
-      if (offsets[d] > shape[d] || lengths[d] > shape[d] - offsets[d])
-        return "the shard exceeds the tensor in dimension " + std::to_string(d);
-    if (flat && (flat->begin > flat->end || flat->end > box_numel()))
-      return "the flat range [" + std::to_string(flat->begin) + ", " + std::to_string(flat->end) +
-             ") exceeds the box of " + std::to_string(box_numel()) + " elements";
-    return std::nullopt;
-  }
+  [[nodiscard]] CAIRN_DECL std::optional<std::string> problem(std::vector<std::uint64_t> const& shape) const;
   friend bool operator==(shard_layout const&, shard_layout const&) = default;
 };
 BOOST_DESCRIBE_STRUCT(shard_layout, (), (offsets, lengths, flat))
@@ -104,11 +90,7 @@ BOOST_DESCRIBE_STRUCT(parameter_layout, (), (name, shape, dtype, replicated, sha
 struct rank_layout {
   std::vector<parameter_layout> parameters;
 
-  [[nodiscard]] parameter_layout const* find(std::string_view name) const noexcept {
-    for (auto const& p : parameters)
-      if (p.name == name) return &p;
-    return nullptr;
-  }
+  [[nodiscard]] CAIRN_DECL parameter_layout const* find(std::string_view name) const noexcept;
   friend bool operator==(rank_layout const&, rank_layout const&) = default;
 };
 BOOST_DESCRIBE_STRUCT(rank_layout, (), (parameters))
@@ -124,156 +106,28 @@ struct copy_run {
 
 /// The elements two shards of a tensor of `shape` share, as runs over their buffers, in order;
 /// adjacent runs are merged. Copying every run moves exactly the overlap, once.
-inline std::vector<copy_run> overlap(std::vector<std::uint64_t> const& shape, shard_layout const& source,
-                                     shard_layout const& target) {
-  auto rank = shape.size();
-  std::vector<std::uint64_t> low(rank), length(rank);
-  for (std::size_t d = 0; d < rank; ++d) {
-    low[d] = std::max(source.offsets[d], target.offsets[d]);
-    auto high = std::min(source.offsets[d] + source.lengths[d], target.offsets[d] + target.lengths[d]);
-    if (high <= low[d]) return {};
-    length[d] = high - low[d];
-  }
-  auto local = [&](shard_layout const& s, std::vector<std::uint64_t> const& index) {
-    std::uint64_t linear = 0;
-    for (std::size_t d = 0; d < rank; ++d) linear = linear * s.lengths[d] + (index[d] - s.offsets[d]);
-    return linear;
-  };
-  auto range = [](shard_layout const& s) { return s.flat.value_or(flat_range{0, s.box_numel()}); };
-  auto source_range = range(source), target_range = range(target);
-
-  std::vector<copy_run> runs;
-  std::uint64_t run_length = rank ? length[rank - 1] : 1;
-  std::vector<std::uint64_t> index(low);
-  for (;;) {
-    auto s = local(source, index), t = local(target, index);
-    // Elements k of this row lie in both flat ranges when s + k and t + k do.
-    std::uint64_t first = 0, last = run_length;
-    auto clip = [&](std::uint64_t at, flat_range r) {
-      first = std::max(first, r.begin > at ? r.begin - at : 0);
-      last = std::min(last, r.end > at ? r.end - at : 0);
-    };
-    clip(s, source_range);
-    clip(t, target_range);
-    if (first < last) {
-      copy_run run{s + first - source_range.begin, t + first - target_range.begin, last - first};
-      if (!runs.empty() && runs.back().source + runs.back().length == run.source &&
-          runs.back().target + runs.back().length == run.target)
-        runs.back().length += run.length;
-      else
-        runs.push_back(run);
-    }
-    // Next row: every dimension but the last.
-    std::size_t d = rank > 0 ? rank - 1 : 0;
-    while (d-- > 0) {
-      if (++index[d] < low[d] + length[d]) break;
-      index[d] = low[d];
-    }
-    if (d == static_cast<std::size_t>(-1)) break;
-  }
-  return runs;
-}
+CAIRN_DECL std::vector<copy_run> overlap(std::vector<std::uint64_t> const& shape, shard_layout const& source,
+                                         shard_layout const& target);
 
 /// How many elements two valid shards of a tensor of `shape` share. Exact, and cheap where the
 /// layouts are the usual ones (boxes, or flat ranges of one box); other mixes are counted row by
 /// row, up to 2^24 rows, past which they are taken as disjoint (the element count still catches a
 /// doubled element, unless a gap elsewhere hides it).
-inline std::uint64_t overlap_count(std::vector<std::uint64_t> const& shape, shard_layout const& a,
-                                   shard_layout const& b) {
-  std::uint64_t box = 1, rows = 1;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    auto low = std::max(a.offsets[d], b.offsets[d]);
-    auto high = std::min(a.offsets[d] + a.lengths[d], b.offsets[d] + b.lengths[d]);
-    if (high <= low) return 0;
-    box *= high - low;
-    if (d + 1 < shape.size()) rows *= high - low;
-  }
-  if (!a.flat && !b.flat) return box;
-  if (a.offsets == b.offsets && a.lengths == b.lengths) {
-    auto range = [](shard_layout const& s) { return s.flat.value_or(flat_range{0, s.box_numel()}); };
-    auto ra = range(a), rb = range(b);
-    auto low = std::max(ra.begin, rb.begin), high = std::min(ra.end, rb.end);
-    return high > low ? high - low : 0;
-  }
-  if (rows > (std::uint64_t{1} << 24)) return 0;
-  std::uint64_t shared = 0;
-  for (auto const& run : overlap(shape, a, b)) shared += run.length;
-  return shared;
-}
+CAIRN_DECL std::uint64_t overlap_count(std::vector<std::uint64_t> const& shape, shard_layout const& a,
+                                       shard_layout const& b);
 
 /// Why the ranks' layouts of a save do not describe every parameter exactly, or nothing when
 /// they do: each rank lists a parameter at most once, every rank agrees on its shape and type,
 /// each shard is valid, and the shards of the ranks that write it (a replicated parameter:
 /// rank 0 only) tile it with no overlap and no gap. Each problem names the parameter.
-inline std::vector<std::string> tiling_problems(std::vector<rank_layout> const& ranks) {
-  std::vector<std::string> problems;
-  struct holder {
-    std::size_t rank;
-    parameter_layout const* layout;
-  };
-  std::vector<std::pair<std::string, std::vector<holder>>> parameters; // in first-seen order
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    for (auto const& p : ranks[r].parameters) {
-      auto it = std::find_if(parameters.begin(), parameters.end(), [&](auto const& e) { return e.first == p.name; });
-      if (it == parameters.end()) it = parameters.insert(parameters.end(), {p.name, {}});
-      if (!it->second.empty() && it->second.back().rank == r) {
-        problems.push_back("'" + p.name + "' is listed twice by rank " + std::to_string(r));
-        continue;
-      }
-      it->second.push_back({r, &p});
-    }
-  }
-  for (auto const& [name, holders] : parameters) {
-    auto const& first = *holders.front().layout;
-    std::uint64_t whole = 1;
-    for (auto d : first.shape) whole *= d;
-    bool sound = true;
-    for (auto const& h : holders) {
-      auto const& p = *h.layout;
-      if (p.shape != first.shape || p.dtype != first.dtype || p.replicated != first.replicated) {
-        problems.push_back("'" + name + "': rank " + std::to_string(h.rank) + " disagrees with rank " +
-                           std::to_string(holders.front().rank) + " on its shape, type or replication");
-        sound = false;
-      } else if (auto problem = p.shard.problem(p.shape)) {
-        problems.push_back("'" + name + "' on rank " + std::to_string(h.rank) + ": " + *problem);
-        sound = false;
-      }
-    }
-    if (!sound) continue;
-    std::vector<holder> writers;
-    for (auto const& h : holders)
-      if (!first.replicated || h.rank == 0) writers.push_back(h);
-    std::uint64_t covered = 0, shared = 0;
-    for (std::size_t a = 0; a < writers.size(); ++a) {
-      covered += writers[a].layout->shard.numel();
-      for (std::size_t b = a + 1; b < writers.size(); ++b)
-        shared += overlap_count(first.shape, writers[a].layout->shard, writers[b].layout->shard);
-    }
-    if (shared > 0)
-      problems.push_back("'" + name + "': the ranks' shards overlap in " + std::to_string(shared) + " elements");
-    else if (covered != whole)
-      problems.push_back("'" + name + "': the ranks' shards hold " + std::to_string(covered) + " of its " +
-                         std::to_string(whole) + " elements");
-  }
-  return problems;
-}
+CAIRN_DECL std::vector<std::string> tiling_problems(std::vector<rank_layout> const& ranks);
 
 // --- the usual shardings, for a rank of a group of ranks ---------------------------------------
 
 /// The block of dimension `dim` of a tensor of `shape` that `rank` of `size` holds, when the
 /// dimension is split in contiguous blocks as even as can be (the first `shape[dim] % size`
 /// ranks hold one more): tensor parallelism by rows (`dim` 0) or columns (`dim` 1).
-inline shard_layout split_dimension(std::vector<std::uint64_t> const& shape, std::size_t dim, int rank, int size) {
-  auto whole = shard_layout::whole(shape);
-  if (dim >= shape.size() || rank < 0 || size <= 0 || rank >= size)
-    throw error("split_dimension: dimension " + std::to_string(dim) + " of a tensor of rank " +
-                std::to_string(shape.size()) + ", rank " + std::to_string(rank) + " of " + std::to_string(size));
-  auto n = shape[dim], r = static_cast<std::uint64_t>(rank), s = static_cast<std::uint64_t>(size);
-  auto base = n / s, extra = n % s;
-  whole.offsets[dim] = r * base + std::min(r, extra);
-  whole.lengths[dim] = base + (r < extra ? 1 : 0);
-  return whole;
-}
+CAIRN_DECL shard_layout split_dimension(std::vector<std::uint64_t> const& shape, std::size_t dim, int rank, int size);
 inline shard_layout split_rows(std::vector<std::uint64_t> const& shape, int rank, int size) {
   return split_dimension(shape, 0, rank, size);
 }
@@ -283,13 +137,10 @@ inline shard_layout split_columns(std::vector<std::uint64_t> const& shape, int r
 
 /// A flat slice of the whole tensor in row-major order, as ZeRO and FSDP shard it: elements
 /// [numel * rank / size, numel * (rank + 1) / size).
-inline shard_layout flat_slice(std::vector<std::uint64_t> const& shape, int rank, int size) {
-  if (rank < 0 || size <= 0 || rank >= size)
-    throw error("flat_slice: rank " + std::to_string(rank) + " of " + std::to_string(size));
-  auto whole = shard_layout::whole(shape);
-  auto n = whole.box_numel(), r = static_cast<std::uint64_t>(rank), s = static_cast<std::uint64_t>(size);
-  whole.flat = flat_range{n * r / s, n * (r + 1) / s};
-  return whole;
-}
+CAIRN_DECL shard_layout flat_slice(std::vector<std::uint64_t> const& shape, int rank, int size);
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/checkpoint/impl/layout.ipp>
+#endif

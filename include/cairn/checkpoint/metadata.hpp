@@ -8,6 +8,7 @@
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/config/legacy.hpp>
+#include <cairn/detail/decl.hpp>
 #include <cairn/diagnostics.hpp>
 
 #include <boost/describe/class.hpp>
@@ -48,77 +49,29 @@ BOOST_DESCRIBE_STRUCT(checkpoint_metadata, (),
 /// Versions of checkpoint metadata this build reads, and how each becomes the next.
 ///   0 -> 1: `state_shards` became `shard_names`, `layouts` became `ranks`.
 ///   1 -> 2: `save_id` added (a save without one is not checked against its files' identity).
-inline migration_chain const& checkpoint_metadata_migrations() {
-  static migration_chain const chain = [] {
-    migration_chain c(checkpoint_metadata_version);
-    c.step("0", "1", [](boost::json::object& doc) {
-      for (auto [old_key, new_key] : {std::pair{"state_shards", "shard_names"}, std::pair{"layouts", "ranks"}}) {
-        if (auto it = doc.find(old_key); it != doc.end()) {
-          doc[new_key] = it->value();
-          doc.erase(old_key);
-        }
-      }
-      doc["version"] = "1";
-    });
-    c.step("1", "2", [](boost::json::object& doc) { doc["version"] = "2"; });
-    return c;
-  }();
-  return chain;
-}
+CAIRN_DECL migration_chain const& checkpoint_metadata_migrations();
 
 /// Reads checkpoint metadata from a JSON document found in `source`, migrating older versions.
 /// Errors (unknown version, malformed fields) name `source`.
-inline checkpoint_metadata parse_checkpoint_metadata(boost::json::value document, std::string const& source) {
-  if (!document.is_object()) throw config_error({{source, "checkpoint metadata must be a JSON object"}});
-  auto& object = document.get_object();
-  auto const* version = object.if_contains("version");
-  if (!version || !version->is_string())
-    throw config_error({{source, "checkpoint metadata has no version; is this a cairn checkpoint?"}});
-  checkpoint_metadata_migrations().migrate(object, std::string(version->get_string()), source);
-  try {
-    return parse<checkpoint_metadata>(document);
-  } catch (config_error const& e) {
-    std::vector<diagnostic> errors;
-    for (auto const& d : e.errors()) errors.push_back({source + ": " + d.path, d.message});
-    throw config_error(std::move(errors));
-  }
-}
+CAIRN_DECL checkpoint_metadata parse_checkpoint_metadata(boost::json::value document, std::string const& source);
 
 namespace detail {
 /// Replaces every NaN or infinite number in `v` by the string "NaN", "Infinity" or "-Infinity"
 /// (JSON has no such numbers), with a warning naming its key.
-inline void make_finite(boost::json::value& v, std::string const& path) {
-  if (v.is_double() && !std::isfinite(v.get_double())) {
-    auto x = v.get_double();
-    v = std::isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity";
-    emit(severity::warning, {path, "is " + std::string(v.get_string()) + ": stored as that string"});
-  } else if (v.is_object()) {
-    for (auto& [key, item] : v.get_object())
-      make_finite(item, path.empty() ? std::string(key) : path + "." + std::string(key));
-  } else if (v.is_array()) {
-    std::size_t i = 0;
-    for (auto& item : v.get_array()) make_finite(item, path + "[" + std::to_string(i++) + "]");
-  }
-}
+CAIRN_DECL void make_finite(boost::json::value& v, std::string const& path);
 } // namespace detail
 
 /// The metadata stored with a save at `iteration`: the caller's object with "iteration" added
 /// (anything else than an object is kept under "user"). A NaN or infinite number (a diverged
 /// loss) is stored as a string, with a warning: the save stays readable.
-inline boost::json::value with_iteration(boost::json::value const& metadata, std::int64_t iteration) {
-  boost::json::object out;
-  if (metadata.is_object())
-    out = metadata.get_object();
-  else if (!metadata.is_null())
-    out["user"] = metadata;
-  out["iteration"] = iteration;
-  boost::json::value stored = std::move(out);
-  detail::make_finite(stored, "metadata");
-  return stored;
-}
+CAIRN_DECL boost::json::value with_iteration(boost::json::value const& metadata, std::int64_t iteration);
 
 inline checkpoint_metadata read_checkpoint_metadata(std::filesystem::path const& file) {
   return parse_checkpoint_metadata(read_json_file(file), file.string());
 }
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/checkpoint/impl/metadata.ipp>
+#endif

@@ -8,6 +8,7 @@
 // that does not build its state this way includes <cairn/checkpoint/state.hpp> instead.
 
 #include <cairn/checkpoint/state.hpp>
+#include <cairn/detail/decl.hpp>
 
 #include <ATen/ops/zeros_like.h>
 #include <torch/nn/module.h>
@@ -55,19 +56,9 @@ template <class Optimizer> torch::optim::AdamParamState& adam_state_of(Optimizer
 }
 
 /// Every parameter of the optimizer, with whether its group uses AMSGrad.
-inline std::vector<std::pair<at::Tensor, bool>> adam_parameters(torch::optim::Adam& optimizer) {
-  std::vector<std::pair<at::Tensor, bool>> out;
-  for (auto& group : optimizer.param_groups()) {
-    bool amsgrad = static_cast<torch::optim::AdamOptions const&>(group.options()).amsgrad();
-    for (auto const& p : group.params()) out.emplace_back(p, amsgrad);
-  }
-  return out;
-}
+CAIRN_DECL std::vector<std::pair<at::Tensor, bool>> adam_parameters(torch::optim::Adam& optimizer);
 
-inline at::Tensor flat_view(at::Tensor const& t, std::string const& name, char const* what) {
-  if (!t.is_contiguous()) throw error("adam_state: " + std::string(what) + " of '" + name + "' is not contiguous");
-  return t.detach().view({-1});
-}
+CAIRN_DECL at::Tensor flat_view(at::Tensor const& t, std::string const& name, char const* what);
 
 } // namespace detail
 
@@ -81,32 +72,8 @@ inline at::Tensor flat_view(at::Tensor const& t, std::string const& name, char c
 ///
 /// Adam's step count is not part of the state: after a resume, set it with `set_adam_step`
 /// (with one optimizer step per iteration, the resumed iteration).
-inline model_state adam_state(torch::nn::Module const& module, torch::optim::Adam& optimizer, bool replicated = false) {
-  auto parameters = detail::adam_parameters(optimizer);
-  bool amsgrad = !parameters.empty() && parameters.front().second;
-  for (auto const& [p, uses] : parameters)
-    if (uses != amsgrad) throw error("adam_state: some parameter groups use AMSGrad and others do not");
-  model_state state;
-  state.shard_names = {"weights", "exp_avg", "exp_avg_sq"};
-  if (amsgrad) state.shard_names.push_back("max_exp_avg_sq");
-  for (auto const& item : module.named_parameters(/*recurse=*/true)) {
-    auto const& name = item.key();
-    auto const& p = item.value();
-    bool optimized = false;
-    for (auto const& entry : parameters) optimized = optimized || entry.first.is_same(p);
-    if (!optimized) throw error("adam_state: parameter '" + name + "' of the module is not in the optimizer");
-    auto& adam = detail::adam_state_of(optimizer, p);
-    if (amsgrad && !adam.max_exp_avg_sq().defined()) adam.max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-    std::vector<std::uint64_t> shape(p.sizes().begin(), p.sizes().end());
-    parameter_state entry{{name, shape, to_dtype(p.scalar_type()), replicated, shard_layout::whole(shape)}, {}};
-    entry.shards = {detail::flat_view(p, name, "the weights"), detail::flat_view(adam.exp_avg(), name, "exp_avg"),
-                    detail::flat_view(adam.exp_avg_sq(), name, "exp_avg_sq")};
-    if (amsgrad) entry.shards.push_back(detail::flat_view(adam.max_exp_avg_sq(), name, "max_exp_avg_sq"));
-    state.parameters.push_back(std::move(entry));
-  }
-  state.check();
-  return state;
-}
+CAIRN_DECL model_state adam_state(torch::nn::Module const& module, torch::optim::Adam& optimizer,
+                                  bool replicated = false);
 
 /// Sets Adam's step count of every parameter (the bias correction depends on it).
 inline void set_adam_step(torch::optim::Adam& optimizer, std::int64_t step) {
@@ -114,3 +81,7 @@ inline void set_adam_step(torch::optim::Adam& optimizer, std::int64_t step) {
 }
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/checkpoint/impl/module.ipp>
+#endif

@@ -3,6 +3,7 @@
 
 // libtorch tensors as bytes for the file layer, and element types between the two.
 
+#include <cairn/detail/decl.hpp>
 #include <cairn/error.hpp>
 #include <cairn/io/dtype.hpp>
 
@@ -16,60 +17,10 @@
 namespace cairn {
 
 /// The file dtype of a libtorch element type; an error for types files cannot hold.
-inline io::dtype to_dtype(c10::ScalarType type) {
-  switch (type) {
-  case c10::ScalarType::Double:
-    return io::dtype::F64;
-  case c10::ScalarType::Float:
-    return io::dtype::F32;
-  case c10::ScalarType::Half:
-    return io::dtype::F16;
-  case c10::ScalarType::BFloat16:
-    return io::dtype::BF16;
-  case c10::ScalarType::Long:
-    return io::dtype::I64;
-  case c10::ScalarType::Int:
-    return io::dtype::I32;
-  case c10::ScalarType::Short:
-    return io::dtype::I16;
-  case c10::ScalarType::Char:
-    return io::dtype::I8;
-  case c10::ScalarType::Byte:
-    return io::dtype::U8;
-  case c10::ScalarType::Bool:
-    return io::dtype::BOOL;
-  default:
-    throw error(std::string("tensors of type ") + c10::toString(type) + " cannot be checkpointed");
-  }
-}
+CAIRN_DECL io::dtype to_dtype(c10::ScalarType type);
 
 /// The libtorch element type of a file dtype.
-inline c10::ScalarType to_scalar_type(io::dtype type) {
-  switch (type) {
-  case io::dtype::F64:
-    return c10::ScalarType::Double;
-  case io::dtype::F32:
-    return c10::ScalarType::Float;
-  case io::dtype::F16:
-    return c10::ScalarType::Half;
-  case io::dtype::BF16:
-    return c10::ScalarType::BFloat16;
-  case io::dtype::I64:
-    return c10::ScalarType::Long;
-  case io::dtype::I32:
-    return c10::ScalarType::Int;
-  case io::dtype::I16:
-    return c10::ScalarType::Short;
-  case io::dtype::I8:
-    return c10::ScalarType::Char;
-  case io::dtype::U8:
-    return c10::ScalarType::Byte;
-  case io::dtype::BOOL:
-    return c10::ScalarType::Bool;
-  default:
-    throw error("dtype " + std::string(io::name(type)) + " has no libtorch element type here");
-  }
-}
+CAIRN_DECL c10::ScalarType to_scalar_type(io::dtype type);
 
 /// The bytes of a contiguous CPU tensor.
 inline std::span<std::byte const> tensor_bytes(at::Tensor const& tensor) {
@@ -80,3 +31,7 @@ inline std::span<std::byte> tensor_bytes(at::Tensor& tensor) {
 }
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/checkpoint/impl/tensor.ipp>
+#endif

@@ -3,6 +3,7 @@
 // The torchrun convention for distributed runs: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 // MASTER_PORT. No libtorch.
 
+#include <cairn/detail/decl.hpp>
 #include <cairn/error.hpp>
 
 #include <boost/describe/enum.hpp>
@@ -26,10 +27,7 @@ struct distributed_environment {
 };
 
 namespace detail {
-inline std::optional<std::string> variable(char const* name) {
-  char const* value = std::getenv(name);
-  return value ? std::optional<std::string>(value) : std::nullopt;
-}
+CAIRN_DECL std::optional<std::string> variable(char const* name);
 
 template <class T> T number(char const* name, std::string const& text, long long low, long long high) {
   long long value = 0;
@@ -43,24 +41,7 @@ template <class T> T number(char const* name, std::string const& text, long long
 
 /// Reads the torchrun variables. RANK and WORLD_SIZE, and MASTER_ADDR and MASTER_PORT when the
 /// world has more than one process, are required: a missing or malformed one is an error naming it.
-inline distributed_environment read_environment() {
-  auto required = [](char const* name) {
-    auto value = detail::variable(name);
-    if (!value)
-      throw error("environment variable " + std::string(name) + " is not set (launch with `cairn launch` or torchrun)");
-    return *value;
-  };
-  distributed_environment env;
-  env.world_size = detail::number<int>("WORLD_SIZE", required("WORLD_SIZE"), 1, 1 << 20);
-  env.rank = detail::number<int>("RANK", required("RANK"), 0, env.world_size - 1);
-  if (auto local = detail::variable("LOCAL_RANK"))
-    env.local_rank = detail::number<int>("LOCAL_RANK", *local, 0, 1 << 20);
-  if (env.world_size > 1) {
-    env.master_addr = required("MASTER_ADDR");
-    env.master_port = detail::number<std::uint16_t>("MASTER_PORT", required("MASTER_PORT"), 1, 65535);
-  }
-  return env;
-}
+CAIRN_DECL distributed_environment read_environment();
 
 /// The environment of this process: the torchrun variables when a launcher set them (WORLD_SIZE
 /// is set), else one process alone.
@@ -70,16 +51,7 @@ inline distributed_environment environment_or_single() {
 
 /// The CUDA device a rank uses: its LOCAL_RANK among the `visible` devices (NCCL puts one rank on
 /// each GPU). An error says why there is none.
-inline int cuda_device_for(distributed_environment const& env, int visible) {
-  auto devices = detail::variable("CUDA_VISIBLE_DEVICES");
-  auto shown = devices ? " (CUDA_VISIBLE_DEVICES=" + *devices + ")" : std::string();
-  if (visible <= 0) throw error("rank " + std::to_string(env.rank) + ": no GPU is visible" + shown);
-  if (env.local_rank >= visible)
-    throw error("rank " + std::to_string(env.rank) + ": LOCAL_RANK=" + std::to_string(env.local_rank) + ", but " +
-                std::to_string(visible) + (visible == 1 ? " GPU is" : " GPUs are") + " visible" + shown +
-                "; NCCL needs a GPU of its own for each rank of a node");
-  return env.local_rank;
-}
+CAIRN_DECL int cuda_device_for(distributed_environment const& env, int visible);
 
 /// The collective backends a program can ask for.
 enum class backend {
@@ -91,18 +63,7 @@ BOOST_DESCRIBE_ENUM(backend, auto_, gloo, nccl)
 
 /// What `requested` means for a run on `cuda` (or CPU) tensors with NCCL built in or not: gloo or
 /// nccl, or an error saying why NCCL cannot be had.
-inline backend resolve_backend(backend requested, bool cuda, bool nccl_built) {
-  switch (requested) {
-  case backend::gloo:
-    return backend::gloo;
-  case backend::nccl:
-    if (!nccl_built) throw error("comm=nccl, but cairn was built without NCCL (configure it with CAIRN_WITH_NCCL=ON)");
-    if (!cuda) throw error("comm=nccl needs CUDA tensors (device=cuda)");
-    return backend::nccl;
-  default:
-    return cuda && nccl_built ? backend::nccl : backend::gloo;
-  }
-}
+CAIRN_DECL backend resolve_backend(backend requested, bool cuda, bool nccl_built);
 
 /// Whether this program was compiled with cairn's NCCL backend.
 inline constexpr bool built_with_nccl =
@@ -113,3 +74,7 @@ inline constexpr bool built_with_nccl =
 #endif
 
 } // namespace cairn::comm
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/comm/impl/environment.ipp>
+#endif

@@ -4,6 +4,7 @@
 #include <cairn/comm/c10d.hpp>
 #include <cairn/comm/environment.hpp>
 #include <cairn/comm/store.hpp>
+#include <cairn/detail/decl.hpp>
 
 // libtorch declares its Gloo process group only under USE_C10D_GLOO; cairn's CMake target
 // defines it when CAIRN_WITH_TORCH is on.
@@ -22,19 +23,8 @@ using gloo_communicator = c10d_communicator<c10d::ProcessGroupGloo>;
 
 /// A Gloo process group on CPU for the run described by `env`. Collectives that do not finish
 /// within `timeout` (a rank that died, say) throw instead of hanging.
-inline gloo_communicator make_gloo(distributed_environment const& env,
-                                   std::chrono::milliseconds timeout = std::chrono::minutes(5)) {
-  auto store = make_store(env, timeout);
-  auto options = c10d::ProcessGroupGloo::Options::create();
-  options->timeout = timeout;
-  if (char const* interface = std::getenv("GLOO_SOCKET_IFNAME"))
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
-  else if (env.master_addr == "127.0.0.1" || env.master_addr == "localhost")
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  else
-    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  return gloo_communicator(c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, options));
-}
+CAIRN_DECL gloo_communicator make_gloo(distributed_environment const& env,
+                                       std::chrono::milliseconds timeout = std::chrono::minutes(5));
 
 /// A Gloo process group for the run the torchrun variables describe (see read_environment).
 inline gloo_communicator gloo_from_environment(std::chrono::milliseconds timeout = std::chrono::minutes(5)) {
@@ -42,3 +32,7 @@ inline gloo_communicator gloo_from_environment(std::chrono::milliseconds timeout
 }
 
 } // namespace cairn::comm
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/comm/impl/gloo.ipp>
+#endif

@@ -22,3 +22,4 @@
 #include <cairn/config/impl/yaml.ipp>
 #endif
 #include <cairn/impl/diagnostics.ipp>
+#include <cairn/impl/progress.ipp>

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cairn/detail/decl.hpp>
 #include <cairn/io/error.hpp>
 
 #include <atomic>
@@ -23,10 +24,7 @@ namespace cairn::io {
 /// is the operation's failure). Null, the default, costs one relaxed atomic load.
 using fault_hook = void (*)(char const* operation, std::filesystem::path const& path);
 
-inline std::atomic<fault_hook>& fault_injection() noexcept {
-  static std::atomic<fault_hook> hook{nullptr};
-  return hook;
-}
+CAIRN_DECL std::atomic<fault_hook>& fault_injection() noexcept;
 
 /// Installs a fault hook for its lifetime, then restores the one before it, so that a test that
 /// fails midway never leaves its hook to the tests after it.
@@ -72,90 +70,32 @@ private:
   int fd_ = -1;
 };
 
-inline unique_fd open_file(std::filesystem::path const& path, int flags, mode_t mode = 0644) {
-  if ((flags & (O_WRONLY | O_RDWR | O_CREAT)) != 0) detail::fault_point("open", path);
-  int fd = 0;
-  do {
-    fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) throw system_error(path, "cannot open");
-  return unique_fd(fd);
-}
+CAIRN_DECL unique_fd open_file(std::filesystem::path const& path, int flags, mode_t mode = 0644);
 
 /// Writes all of `bytes` at the file's position, through partial writes and interruptions.
-inline void write_all(int fd, std::span<std::byte const> bytes, std::filesystem::path const& path) {
-  detail::fault_point("write", path);
-  while (!bytes.empty()) {
-    auto written = ::write(fd, bytes.data(), bytes.size());
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      throw system_error(path, "write failed");
-    }
-    bytes = bytes.subspan(static_cast<std::size_t>(written));
-  }
-}
+CAIRN_DECL void write_all(int fd, std::span<std::byte const> bytes, std::filesystem::path const& path);
 
 /// Writes all of `bytes` at `offset`.
-inline void pwrite_all(int fd, std::span<std::byte const> bytes, std::uint64_t offset,
-                       std::filesystem::path const& path) {
-  detail::fault_point("write", path);
-  while (!bytes.empty()) {
-    auto written = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      throw system_error(path, "write failed");
-    }
-    bytes = bytes.subspan(static_cast<std::size_t>(written));
-    offset += static_cast<std::uint64_t>(written);
-  }
-}
+CAIRN_DECL void pwrite_all(int fd, std::span<std::byte const> bytes, std::uint64_t offset,
+                           std::filesystem::path const& path);
 
-inline void fsync_file(int fd, std::filesystem::path const& path) {
-  detail::fault_point("fsync", path);
-  if (::fsync(fd) != 0) throw system_error(path, "fsync failed");
-}
+CAIRN_DECL void fsync_file(int fd, std::filesystem::path const& path);
 
 /// Makes a directory entry (a created or renamed file) durable.
-inline void fsync_directory(std::filesystem::path const& directory) {
-  auto fd = open_file(directory.empty() ? "." : directory, O_RDONLY | O_DIRECTORY);
-  fsync_file(fd.get(), directory);
-}
+CAIRN_DECL void fsync_directory(std::filesystem::path const& directory);
 
 /// Renames `from` to `to` (atomically replacing a file `to`); an io_error naming both otherwise.
-inline void rename_path(std::filesystem::path const& from, std::filesystem::path const& to) {
-  detail::fault_point("rename", to);
-  if (::rename(from.c_str(), to.c_str()) != 0) throw system_error(to, "cannot rename " + from.string() + " to it");
-}
+CAIRN_DECL void rename_path(std::filesystem::path const& from, std::filesystem::path const& to);
 
 /// Creates directory `path` and its missing parents; an io_error naming it otherwise.
-inline void make_directories(std::filesystem::path const& path) {
-  detail::fault_point("mkdir", path);
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (ec) throw io_error(path, "cannot create directory: " + ec.message());
-}
+CAIRN_DECL void make_directories(std::filesystem::path const& path);
 
 /// Removes `path` and everything under it; an io_error naming it otherwise. Nothing there is
 /// not an error.
-inline void remove_tree(std::filesystem::path const& path) {
-  detail::fault_point("remove", path);
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec) throw io_error(path, "cannot remove: " + ec.message());
-}
+CAIRN_DECL void remove_tree(std::filesystem::path const& path);
 
 namespace detail {
-inline std::filesystem::path temporary_name(std::filesystem::path const& final_path) {
-  static std::atomic<unsigned> counter{0};
-  // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict) inside a chain of operator+.
-  std::string name = ".";
-  name += final_path.filename().string();
-  name += ".tmp-";
-  name += std::to_string(::getpid());
-  name += '-';
-  name += std::to_string(counter.fetch_add(1));
-  return final_path.parent_path() / name;
-}
+CAIRN_DECL std::filesystem::path temporary_name(std::filesystem::path const& final_path);
 } // namespace detail
 
 /// A file written under a temporary name beside its final one. `commit()` fsyncs it, renames it
@@ -168,12 +108,7 @@ public:
         fd_(open_file(temp_, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC)) {}
   atomic_file(atomic_file const&) = delete;
   atomic_file& operator=(atomic_file const&) = delete;
-  ~atomic_file() {
-    if (!committed_) {
-      fd_ = unique_fd();
-      ::unlink(temp_.c_str());
-    }
-  }
+  CAIRN_DECL ~atomic_file();
 
   [[nodiscard]] int fd() const noexcept { return fd_.get(); }
   [[nodiscard]] std::filesystem::path const& path() const noexcept { return final_; }
@@ -184,13 +119,7 @@ public:
     pwrite_all(fd_.get(), bytes, offset, final_);
   }
 
-  void commit() {
-    fsync_file(fd_.get(), final_);
-    fd_ = unique_fd(); // data and size are durable after fsync; close cannot lose them
-    rename_path(temp_, final_);
-    committed_ = true;
-    fsync_directory(final_.parent_path());
-  }
+  CAIRN_DECL void commit();
 
 private:
   std::filesystem::path final_;
@@ -200,24 +129,12 @@ private:
 };
 
 /// Writes `bytes` to `path` durably and atomically.
-inline void write_file_atomically(std::filesystem::path const& path, std::span<std::byte const> bytes) {
-  atomic_file file(path);
-  file.write(bytes);
-  file.commit();
-}
+CAIRN_DECL void write_file_atomically(std::filesystem::path const& path, std::span<std::byte const> bytes);
 
 /// A whole file mapped read-only into memory.
 class mapped_file {
 public:
-  explicit mapped_file(std::filesystem::path path) : path_(std::move(path)), fd_(open_file(path_, O_RDONLY)) {
-    struct stat info {};
-    if (::fstat(fd_.get(), &info) != 0) throw system_error(path_, "cannot stat");
-    size_ = static_cast<std::size_t>(info.st_size);
-    if (size_ == 0) return;
-    void* data = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_.get(), 0);
-    if (data == MAP_FAILED) throw system_error(path_, "cannot map");
-    data_ = static_cast<std::byte const*>(data);
-  }
+  CAIRN_DECL explicit mapped_file(std::filesystem::path path);
   mapped_file(mapped_file&& other) noexcept
       : path_(std::move(other.path_)), fd_(std::move(other.fd_)), data_(std::exchange(other.data_, nullptr)),
         size_(std::exchange(other.size_, 0)) {}
@@ -239,16 +156,7 @@ public:
 
   /// Reads `out.size()` bytes at `offset` with pread, bypassing the mapping: for copying large
   /// ranges straight into their destination without a page fault per page.
-  void read_at(std::uint64_t offset, std::span<std::byte> out) const {
-    if (offset > size_ || out.size() > size_ - offset) throw io_error(path_, "read past the end of the file");
-    while (!out.empty()) {
-      auto n = ::pread(fd_.get(), out.data(), out.size(), static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw system_error(path_, "read failed");
-      out = out.subspan(static_cast<std::size_t>(n));
-      offset += static_cast<std::uint64_t>(n);
-    }
-  }
+  CAIRN_DECL void read_at(std::uint64_t offset, std::span<std::byte> out) const;
 
 private:
   std::filesystem::path path_;
@@ -258,3 +166,7 @@ private:
 };
 
 } // namespace cairn::io
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/io/impl/file.ipp>
+#endif

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cairn/detail/decl.hpp>
 #include <cairn/io/checksum.hpp>
 #include <cairn/io/detail/checked.hpp>
 #include <cairn/io/detail/json_keys.hpp>
@@ -44,11 +45,7 @@ struct tensor_info {
   std::uint64_t begin = 0; ///< offset of its bytes in the data section
   std::uint64_t end = 0;
 
-  [[nodiscard]] std::uint64_t numel() const noexcept {
-    std::uint64_t n = 1;
-    for (auto d : shape) n *= d; // checked when the header was parsed
-    return n;
-  }
+  [[nodiscard]] CAIRN_DECL std::uint64_t numel() const noexcept;
   [[nodiscard]] std::uint64_t byte_size() const noexcept { return end - begin; }
 };
 
@@ -58,67 +55,18 @@ struct safetensors_header {
   std::map<std::string, std::string> metadata;
   std::uint64_t data_offset = 0; ///< where the data section starts in the file
 
-  [[nodiscard]] tensor_info const* find(std::string_view name) const noexcept {
-    for (auto const& t : tensors)
-      if (t.name == name) return &t;
-    return nullptr;
-  }
+  [[nodiscard]] CAIRN_DECL tensor_info const* find(std::string_view name) const noexcept;
 };
 
 namespace detail {
 
-inline std::uint64_t read_le64(std::span<std::byte const> bytes) noexcept {
-  std::uint64_t value = 0;
-  for (std::size_t i = 0; i < 8; ++i) value |= static_cast<std::uint64_t>(bytes[i]) << (8 * i);
-  return value;
-}
+CAIRN_DECL std::uint64_t read_le64(std::span<std::byte const> bytes) noexcept;
 
-inline std::uint64_t header_number(boost::json::value const& v, std::filesystem::path const& source,
-                                   std::string const& what) {
-  if (v.is_uint64()) return v.get_uint64();
-  if (v.is_int64() && v.get_int64() >= 0) return static_cast<std::uint64_t>(v.get_int64());
-  throw io_error(source, what + " must be a non-negative integer");
-}
+CAIRN_DECL std::uint64_t header_number(boost::json::value const& v, std::filesystem::path const& source,
+                                       std::string const& what);
 
-inline tensor_info parse_tensor_entry(std::string name, boost::json::value const& entry,
-                                      std::filesystem::path const& source) {
-  auto where = "tensor '" + name + "'";
-  if (!entry.is_object()) throw io_error(source, where + ": entry must be an object");
-  auto const& object = entry.get_object();
-  for (auto const& field : object)
-    if (field.key() != "dtype" && field.key() != "shape" && field.key() != "data_offsets")
-      throw io_error(source, where + ": unexpected field '" + std::string(field.key()) + "'");
-  tensor_info info;
-  info.name = std::move(name);
-  auto const* dtype_value = object.if_contains("dtype");
-  if (!dtype_value || !dtype_value->is_string()) throw io_error(source, where + ": dtype must be a string");
-  auto parsed = parse_dtype(dtype_value->get_string());
-  if (!parsed) throw io_error(source, where + ": unknown dtype '" + std::string(dtype_value->get_string()) + "'");
-  info.dtype = *parsed;
-
-  auto const* shape = object.if_contains("shape");
-  if (!shape || !shape->is_array()) throw io_error(source, where + ": shape must be an array");
-  std::uint64_t numel = 1;
-  for (auto const& d : shape->get_array()) {
-    info.shape.push_back(header_number(d, source, where + ": shape dimension"));
-    auto product = checked_multiply(numel, info.shape.back());
-    if (!product) throw io_error(source, where + ": shape has more elements than 64 bits can count");
-    numel = *product;
-  }
-
-  auto const* offsets = object.if_contains("data_offsets");
-  if (!offsets || !offsets->is_array() || offsets->get_array().size() != 2)
-    throw io_error(source, where + ": data_offsets must be an array of two integers");
-  info.begin = header_number(offsets->get_array()[0], source, where + ": data_offsets");
-  info.end = header_number(offsets->get_array()[1], source, where + ": data_offsets");
-  if (info.end < info.begin) throw io_error(source, where + ": data_offsets end before they begin");
-  auto bytes = checked_multiply(numel, size_of(info.dtype));
-  if (!bytes || *bytes != info.end - info.begin)
-    throw io_error(source, where + ": holds " + std::to_string(info.end - info.begin) + " bytes, but " +
-                               std::string(io::name(info.dtype)) + " of this shape needs " +
-                               (bytes ? std::to_string(*bytes) : std::string("more than 2^64")));
-  return info;
-}
+CAIRN_DECL tensor_info parse_tensor_entry(std::string name, boost::json::value const& entry,
+                                          std::filesystem::path const& source);
 
 } // namespace detail
 
@@ -127,62 +75,7 @@ inline tensor_info parse_tensor_entry(std::string name, boost::json::value const
 /// io_error naming `source` and the tensor: a header length beyond the file or beyond 100 MiB,
 /// invalid JSON, duplicate names, unknown dtypes, shapes whose size overflows, offsets out of
 /// range, overlapping or out of order, bytes no tensor covers, byte counts that do not match.
-inline safetensors_header parse_header(std::span<std::byte const> file, std::filesystem::path const& source) {
-  if (file.size() < 8)
-    throw io_error(source, "too short to be a safetensors file (" + std::to_string(file.size()) + " bytes)");
-  auto header_size = detail::read_le64(file);
-  if (header_size > max_header_size)
-    throw io_error(source, "header length " + std::to_string(header_size) + " exceeds the limit of " +
-                               std::to_string(max_header_size) + " bytes");
-  if (header_size > file.size() - 8)
-    throw io_error(source, "header length " + std::to_string(header_size) + " runs past the end of the file (" +
-                               std::to_string(file.size()) + " bytes)");
-  std::string_view text(reinterpret_cast<char const*>(file.data() + 8), static_cast<std::size_t>(header_size));
-  boost::system::error_code ec;
-  auto document = boost::json::parse(boost::json::string_view(text.data(), text.size()), ec);
-  if (ec) throw io_error(source, "header is not valid JSON: " + ec.message());
-  if (!document.is_object()) throw io_error(source, "header must be a JSON object");
-
-  auto keys = detail::top_level_keys(text);
-  std::sort(keys.begin(), keys.end());
-  if (auto dup = std::adjacent_find(keys.begin(), keys.end()); dup != keys.end())
-    throw io_error(source, "duplicate entry '" + *dup + "' in the header");
-
-  safetensors_header header;
-  header.data_offset = 8 + header_size;
-  for (auto const& entry : document.get_object()) {
-    if (entry.key() == "__metadata__") {
-      if (!entry.value().is_object()) throw io_error(source, "__metadata__ must be an object of strings");
-      for (auto const& item : entry.value().get_object()) {
-        if (!item.value().is_string())
-          throw io_error(source, "__metadata__ entry '" + std::string(item.key()) + "' must be a string");
-        header.metadata.emplace(item.key(), item.value().get_string());
-      }
-      continue;
-    }
-    header.tensors.push_back(detail::parse_tensor_entry(std::string(entry.key()), entry.value(), source));
-  }
-
-  std::sort(header.tensors.begin(), header.tensors.end(), [](tensor_info const& a, tensor_info const& b) {
-    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
-  });
-  std::uint64_t data_size = file.size() - header.data_offset;
-  std::uint64_t covered = 0;
-  for (auto const& t : header.tensors) {
-    if (t.begin < covered) throw io_error(source, "tensor '" + t.name + "' overlaps the tensor before it");
-    if (t.begin > covered)
-      throw io_error(source, "bytes " + std::to_string(covered) + " to " + std::to_string(t.begin) +
-                                 " of the data are not covered by any tensor (before '" + t.name + "')");
-    if (t.end > data_size)
-      throw io_error(source, "tensor '" + t.name + "' runs past the end of the file (data_offsets end at " +
-                                 std::to_string(t.end) + ", the data section holds " + std::to_string(data_size) +
-                                 " bytes)");
-    covered = t.end;
-  }
-  if (covered != data_size)
-    throw io_error(source, std::to_string(data_size - covered) + " bytes after the last tensor are not covered");
-  return header;
-}
+CAIRN_DECL safetensors_header parse_header(std::span<std::byte const> file, std::filesystem::path const& source);
 
 /// A safetensors file, mapped read-only: tensors are spans over the mapping, never copied.
 class safetensors_file {
@@ -196,56 +89,28 @@ public:
   [[nodiscard]] tensor_info const* find(std::string_view name) const noexcept { return header_.find(name); }
 
   /// The tensor named `name`; an io_error naming the file when there is none.
-  [[nodiscard]] tensor_info const& at(std::string_view name) const {
-    if (auto const* t = find(name)) return *t;
-    throw io_error(path(), "no tensor named '" + std::string(name) + "'");
-  }
+  [[nodiscard]] CAIRN_DECL tensor_info const& at(std::string_view name) const;
 
   /// The tensor's bytes, in the mapping.
-  [[nodiscard]] std::span<std::byte const> bytes(tensor_info const& t) const noexcept {
-    return file_.bytes().subspan(static_cast<std::size_t>(header_.data_offset + t.begin),
-                                 static_cast<std::size_t>(t.byte_size()));
-  }
+  [[nodiscard]] CAIRN_DECL std::span<std::byte const> bytes(tensor_info const& t) const noexcept;
 
   /// Reads `out.size()` bytes of the tensor from `offset` (in bytes) with pread, straight into
   /// `out`: the fastest way to copy a large tensor out whole.
-  void read_into(tensor_info const& t, std::uint64_t offset, std::span<std::byte> out) const {
-    if (offset > t.byte_size() || out.size() > t.byte_size() - offset)
-      throw io_error(path(), "tensor '" + t.name + "': read past its end");
-    file_.read_at(header_.data_offset + t.begin + offset, out);
-  }
+  CAIRN_DECL void read_into(tensor_info const& t, std::uint64_t offset, std::span<std::byte> out) const;
 
   /// Whether the file records checksums (every file cairn writes does).
-  [[nodiscard]] bool has_checksums() const {
-    return std::all_of(tensors().begin(), tensors().end(),
-                       [&](tensor_info const& t) { return metadata().contains(checksum_key(t.name)); });
-  }
+  [[nodiscard]] CAIRN_DECL bool has_checksums() const;
 
   /// Checks the tensor's bytes against its recorded checksum; an io_error naming the file and
   /// the tensor when it is missing or differs.
-  void verify(tensor_info const& t) const {
-    auto it = metadata().find(checksum_key(t.name));
-    if (it == metadata().end()) throw io_error(path(), "tensor '" + t.name + "' has no recorded checksum");
-    auto expected = from_hex(it->second);
-    if (!expected) throw io_error(path(), "tensor '" + t.name + "' has a malformed checksum");
-    if (checksum_of(bytes(t)) != *expected)
-      throw io_error(path(), "tensor '" + t.name + "' is corrupt: its checksum does not match");
-  }
+  CAIRN_DECL void verify(tensor_info const& t) const;
 
   void verify() const {
     for (auto const& t : tensors()) verify(t);
   }
 
   /// Copies a box of the tensor into `target` (dense, row-major), for resharding.
-  void read_box(tensor_info const& t, box const& region, std::span<std::byte> target) const {
-    try {
-      copy_box(bytes(t), t.shape, size_of(t.dtype), region, target);
-    } catch (io_error const&) {
-      throw;
-    } catch (error const& e) {
-      throw io_error(path(), "tensor '" + t.name + "': " + e.what());
-    }
-  }
+  CAIRN_DECL void read_box(tensor_info const& t, box const& region, std::span<std::byte> target) const;
 
 private:
   mapped_file file_;
@@ -253,3 +118,7 @@ private:
 };
 
 } // namespace cairn::io
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/io/impl/safetensors.ipp>
+#endif

@@ -7,6 +7,7 @@
 // and export/, each committed durably (see save_directory).
 
 #include <cairn/checkpoint/directory.hpp>
+#include <cairn/checkpoint/formats/distributed.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/comm/collectives.hpp>
 #include <cairn/config/validate.hpp>
@@ -103,7 +104,7 @@ public:
       auto copy = config_;
       validate(copy);
     }
-    auto checkpoint_bytes = distributed_bytes(detail::all_rank_layouts(state, comm_), state.shard_names.size());
+    auto checkpoint_bytes = distributed_bytes(all_rank_layouts(state, comm_), state.shard_names.size());
     auto export_bytes = whole_bytes(state.layout(), state.shard_names.size(), config_.export_.save_config({}));
     comm::all_succeed(comm_, "preflight failed", [&] {
       if (comm_.rank() != 0) return;

@@ -22,14 +22,6 @@
 
 namespace cairn::detail {
 
-/// Every rank's layout, in rank order, on every rank. Collective.
-template <class Comm> std::vector<rank_layout> all_rank_layouts(model_state const& state, Comm& comm) {
-  std::vector<rank_layout> ranks;
-  for (auto const& text : comm::all_gather_strings(comm, compact(to_json(state.layout()))))
-    ranks.push_back(parse<rank_layout>(parse_json(text)));
-  return ranks;
-}
-
 /// Shard `shard` of parameter `whole` (as every rank's `ranks` layout holds it), whole, as a
 /// flat CPU tensor on rank `destination`; nothing on the others. Collective unless every rank
 /// holds the whole parameter (one process, or replicated), when the destination uses its own.

@@ -1,0 +1,180 @@
+// Definitions of <cairn/checkpoint/convert.hpp>: inline in a header-only build, compiled once by
+// <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+#pragma once
+
+#include <cairn/checkpoint/config.hpp>
+#include <cairn/checkpoint/convert.hpp>
+#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/metadata.hpp>
+#include <cairn/checkpoint/verify.hpp>
+#include <cairn/config/docs.hpp>
+#include <cairn/config/json.hpp>
+#include <cairn/io/safetensors.hpp>
+#include <cairn/io/safetensors_writer.hpp>
+#include <cairn/progress.hpp>
+
+#include <boost/describe/class.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cairn {
+
+CAIRN_DECL checkpoint_reader::checkpoint_reader(checkpoint_load_metadata_config const& input) : input_(input) {
+  if (input.format == checkpoint_format::distributed) {
+    metadata_ = read_checkpoint_metadata(formats::metadata_file(input.path));
+    for (auto const& rank : metadata_.ranks)
+      for (auto const& p : rank.parameters) {
+        auto whole = p;
+        whole.replicated = false;
+        whole.shard = shard_layout::whole(p.shape);
+        parameters_.try_emplace(p.name, whole);
+      }
+  } else if (input.format == checkpoint_format::state_dict) {
+    auto index_path = formats::state_dict_index(input.path);
+    index_ = io::read_index(index_path);
+    metadata_ = parse_checkpoint_metadata(index_.metadata, index_path.string());
+    for (auto const& p : metadata_.parameters) parameters_.emplace(p.name, p);
+  } else {
+    throw error("convert reads the distributed and state_dict formats; the external format needs the model's "
+                "converter (see the example trainer)");
+  }
+  // Layouts that do not tile their parameters are refused before anything is read.
+  std::vector<diagnostic> problems;
+  for (auto const& p :
+       tiling_problems(metadata_.ranks.empty() ? std::vector<rank_layout>{{metadata_.parameters}} : metadata_.ranks))
+    problems.push_back({input.path.string(), p});
+  if (!problems.empty()) throw checkpoint_error("cannot convert " + input.path.string(), std::move(problems));
+}
+
+CAIRN_DECL std::vector<std::byte> checkpoint_reader::read(parameter_layout const& p, std::string const& shard) {
+  auto tensor = cairn::tensor_name(p.name, shard);
+  auto size = io::size_of(p.dtype);
+  std::vector<std::byte> whole(cairn::whole_numel(p) * size);
+  std::uint64_t written = 0;
+  auto copy_from = [&](io::safetensors_file const& file, shard_layout const& saved, std::optional<int> rank) {
+    if (auto problem = identity_problem(file, metadata_, rank)) throw io::io_error(file.path(), *problem);
+    auto const& t = file.at(tensor);
+    file.verify(t); // every tensor of cairn's formats has a checksum
+    if (t.dtype != p.dtype)
+      throw io::io_error(file.path(), "tensor '" + tensor + "' is not stored as its metadata says");
+    auto bytes = file.bytes(t);
+    for (auto const& run : overlap(p.shape, saved, shard_layout::whole(p.shape))) {
+      std::memcpy(whole.data() + run.target * size, bytes.data() + run.source * size, run.length * size);
+      written += run.length;
+      progress_scope::count(run.length * size);
+    }
+  };
+  if (input_.format == checkpoint_format::distributed) {
+    for (std::size_t r = 0; r < metadata_.ranks.size(); ++r) {
+      auto const* saved = metadata_.ranks[r].find(p.name);
+      if (!saved || (saved->replicated && r != 0)) continue;
+      copy_from(file(formats::rank_file(input_.path, static_cast<int>(r))), saved->shard, static_cast<int>(r));
+    }
+  } else {
+    auto entry = index_.weight_map.find(tensor);
+    if (entry == index_.weight_map.end()) throw error("'" + tensor + "' is not in the index");
+    copy_from(file(input_.path / entry->second), shard_layout::whole(p.shape), std::nullopt);
+  }
+  if (written != cairn::whole_numel(p))
+    throw error("'" + tensor + "': the checkpoint holds " + std::to_string(written) + " of its " +
+                std::to_string(cairn::whole_numel(p)) + " elements");
+  return whole;
+}
+
+CAIRN_DECL io::safetensors_file const& checkpoint_reader::file(std::filesystem::path const& path) {
+  auto& slot = files_[path.string()];
+  if (!slot) slot = std::make_unique<io::safetensors_file>(path);
+  return *slot;
+}
+
+CAIRN_DECL void refuse_overlap(std::filesystem::path const& input, std::filesystem::path const& output) {
+  auto in = std::filesystem::weakly_canonical(input), out = std::filesystem::weakly_canonical(output);
+  auto inside = [](std::filesystem::path const& inner, std::filesystem::path const& outer) {
+    return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
+  };
+  if (inside(out, in) || inside(in, out))
+    throw config_error({{"output.path", "'" + output.string() + "' is or overlaps the input '" + input.string() +
+                                            "': write the conversion somewhere else"}});
+}
+
+CAIRN_DECL std::string convert_checkpoint(convert_config const& config) {
+  refuse_overlap(config.input.path, config.output.path);
+  checkpoint_reader reader(config.input);
+  auto const& in = reader.metadata();
+  checkpoint_metadata out;
+  out.format = config.output.format;
+  out.save_id = new_save_id();
+  out.config = in.config;
+  out.metadata = in.metadata;
+  for (std::size_t i = 0; i < in.shard_names.size(); ++i)
+    if (i == 0 ? config.output.model_weights : config.output.optimizer_state)
+      out.shard_names.push_back(in.shard_names[i]);
+  if (out.shard_names.empty()) throw error("nothing to convert: neither model_weights nor optimizer_state");
+
+  std::uint64_t input_bytes = 0;
+  for (auto const& [name, p] : reader.parameters())
+    input_bytes += cairn::whole_numel(p) * io::size_of(p.dtype) * out.shard_names.size();
+  progress_scope progress("converting", config.output.path.string(), 2 * input_bytes); // read, then written
+
+  cairn::io::make_directories(config.output.path);
+  std::vector<std::vector<std::byte>> buffers; // alive until their file is written
+  auto add_all = [&](io::safetensors_writer& writer, parameter_layout const& p, std::vector<std::uint64_t> shape) {
+    for (auto const& shard : out.shard_names) {
+      buffers.push_back(reader.read(p, shard));
+      writer.add(cairn::tensor_name(p.name, shard), p.dtype, shape, buffers.back(),
+                 detail::stored_type(p.dtype, config.output.data_type));
+    }
+  };
+  auto stored = [&](parameter_layout p) {
+    p.dtype = detail::stored_type(p.dtype, config.output.data_type);
+    return p;
+  };
+  std::size_t tensors = 0;
+  if (config.output.format == checkpoint_format::distributed) {
+    // One rank holding everything whole: any world size loads it by resharding.
+    rank_layout layout;
+    for (auto const& [name, p] : reader.parameters()) layout.parameters.push_back(stored(p));
+    out.ranks.push_back(std::move(layout));
+    io::safetensors_writer writer(formats::rank_file(config.output.path, 0));
+    writer.set_metadata("format", "cairn.distributed");
+    record_identity(writer, out, 0);
+    for (auto const& [name, p] : reader.parameters()) {
+      add_all(writer, p, {cairn::whole_numel(p)});
+      tensors += out.shard_names.size();
+    }
+    writer.write();
+    detail::write_distributed_metadata(config.output.path, out);
+  } else if (config.output.format == checkpoint_format::state_dict) {
+    auto file_of =
+        detail::assign_state_dict_files(reader.parameters(), out.shard_names.size(), config.output.parameters_per_file);
+    std::map<std::string, std::string> weight_map;
+    std::map<std::size_t, std::vector<parameter_layout const*>> by_file;
+    for (auto const& [name, p] : reader.parameters()) by_file[file_of[name]].push_back(&p);
+    for (auto const& [file, params] : by_file) {
+      io::safetensors_writer writer(config.output.path / formats::state_dict_file(file));
+      record_identity(writer, out);
+      for (auto const* p : params) {
+        add_all(writer, *p, p->shape);
+        for (auto const& shard : out.shard_names)
+          weight_map[cairn::tensor_name(p->name, shard)] = formats::state_dict_file(file);
+        out.parameters.push_back(stored(*p));
+        tensors += out.shard_names.size();
+      }
+      writer.write();
+      buffers.clear();
+    }
+    detail::write_state_dict_index(config.output.path, out, std::move(weight_map));
+  } else {
+    throw error("convert writes the distributed and state_dict formats; the external format needs the model's "
+                "converter (see the example trainer)");
+  }
+  return "converted " + std::to_string(tensors) + " tensors of " + std::to_string(reader.parameters().size()) +
+         " parameters to " + config.output.path.string();
+}
+
+} // namespace cairn

@@ -1,0 +1,134 @@
+// Definitions of <cairn/checkpoint/formats/distributed.hpp>: inline in a header-only build,
+// compiled once by <cairn/checkpoint/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+#pragma once
+// cairn: requires libtorch
+
+#include <cairn/checkpoint/detail/gather.hpp>
+#include <cairn/checkpoint/detail/loader.hpp>
+#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/formats/distributed.hpp>
+#include <cairn/comm/collectives.hpp>
+#include <cairn/config/json.hpp>
+#include <cairn/io/safetensors.hpp>
+#include <cairn/io/safetensors_writer.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace cairn::formats {
+
+CAIRN_DECL void distributed::save(model_state const& state, comm::communicator_ref comm,
+                                  checkpoint_save_config const& config, boost::json::value const& program_config,
+                                  boost::json::value const& user_metadata) {
+  auto metadata = describe(state, comm, config, program_config, user_metadata);
+  comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(),
+                    [&] { write_files(state, comm.rank(), config, metadata); });
+}
+
+CAIRN_DECL checkpoint_metadata distributed::describe(model_state const& state, comm::communicator_ref comm,
+                                                     checkpoint_save_config const& config,
+                                                     boost::json::value const& program_config,
+                                                     boost::json::value const& user_metadata) {
+  state.check();
+  checkpoint_metadata metadata;
+  metadata.format = format;
+  metadata.save_id = comm::broadcast_string(comm, comm.rank() == 0 ? new_save_id() : std::string());
+  for (auto i : detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state))
+    metadata.shard_names.push_back(state.shard_names[i]);
+  for (auto layout : all_rank_layouts(state, comm)) {
+    for (auto& p : layout.parameters) p.dtype = detail::stored_type(p.dtype, config.data_type);
+    metadata.ranks.push_back(std::move(layout));
+  }
+  metadata.config = program_config;
+  metadata.metadata = user_metadata;
+  return metadata;
+}
+
+CAIRN_DECL void distributed::write_files(model_state const& state, int rank, checkpoint_save_config const& config,
+                                         checkpoint_metadata const& metadata) {
+  auto shards = detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state);
+  io::make_directories(config.path);
+  std::vector<at::Tensor> keep_alive; // CPU copies stay valid until the file is written
+  io::safetensors_writer writer(rank_file(config.path, rank));
+  writer.set_metadata("format", "cairn.distributed");
+  record_identity(writer, metadata, rank);
+  for (auto const& p : state.parameters) {
+    if (p.layout.replicated && rank != 0) continue;
+    for (auto i : shards) {
+      auto cpu = p.shards[i].to(c10::Device(c10::kCPU)).contiguous();
+      keep_alive.push_back(cpu);
+      writer.add(cairn::tensor_name(p.layout.name, state.shard_names[i]), p.layout.dtype, {p.layout.shard.numel()},
+                 tensor_bytes(cpu), detail::stored_type(p.layout.dtype, config.data_type));
+    }
+  }
+  writer.write();
+  if (rank == 0) detail::write_distributed_metadata(config.path, metadata);
+}
+
+CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::communicator_ref comm,
+                                                 checkpoint_load_config const& config, verification verify) {
+  state.check();
+  auto metadata = read_checkpoint_metadata(metadata_file(config.path));
+  detail::loader loader(state, config, metadata.shard_names, verify);
+  for (auto const& problem : tiling_problems(metadata.ranks))
+    loader.problem(metadata_file(config.path).string(), problem);
+  // With the saving layout on every rank, each rank reads nothing but its own file.
+  bool same_layout = static_cast<int>(metadata.ranks.size()) == comm.size() &&
+                     metadata.ranks[static_cast<std::size_t>(comm.rank())] == state.layout();
+  bool fast = comm::all_of(comm, same_layout);
+  std::set<int> identity_checked, foreign; // rank files checked against the save's identity; those refused
+  for (auto& p : state.parameters) {
+    bool found = false;
+    for (auto const& r : metadata.ranks) found = found || r.find(p.layout.name);
+    if (!found) {
+      loader.missing(p.layout.name);
+      continue;
+    }
+    for (auto const& [live_index, saved_name] : loader.shards()) {
+      auto path = tensor_name(p.layout.name, saved_name);
+      std::vector<detail::load_source> sources;
+      bool mismatch = false;
+      for (int r = 0; r < static_cast<int>(metadata.ranks.size()) && !mismatch; ++r) {
+        auto const* saved = metadata.ranks[static_cast<std::size_t>(r)].find(p.layout.name);
+        // Replicated parameters are in rank 0's file only.
+        if (!saved || (saved->replicated ? r != 0 : fast && r != comm.rank())) continue;
+        if (saved->shape != p.layout.shape) {
+          loader.problem(path, "has shape " + shape_text(saved->shape) + " in the checkpoint, " +
+                                   shape_text(p.layout.shape) + " here");
+          mismatch = true;
+          break;
+        }
+        try {
+          auto& file = loader.file(rank_file(config.path, r));
+          if (!identity_checked.contains(r)) {
+            identity_checked.insert(r);
+            if (auto problem = identity_problem(file, metadata, r)) {
+              loader.problem(file.path().string(), *problem);
+              foreign.insert(r);
+            }
+          }
+          if (foreign.contains(r)) { // reported once, above
+            mismatch = true;
+            break;
+          }
+          sources.push_back(loader.source(file, path, saved->shard));
+        } catch (error const& e) {
+          loader.problem(path, e.what());
+          mismatch = true;
+        }
+      }
+      if (!mismatch) loader.load(p, live_index, sources, path);
+    }
+    loader.finish(p);
+  }
+  for (auto const& r : metadata.ranks)
+    for (auto const& saved : r.parameters) loader.saved(saved.name);
+  loader.agree(comm);
+  return metadata;
+}
+
+} // namespace cairn::formats

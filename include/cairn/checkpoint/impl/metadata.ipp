@@ -1,0 +1,91 @@
+// Definitions of <cairn/checkpoint/metadata.hpp>: inline in a header-only build, compiled once by
+// <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+#pragma once
+
+#include <cairn/checkpoint/config.hpp>
+#include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/metadata.hpp>
+#include <cairn/config/json.hpp>
+#include <cairn/config/legacy.hpp>
+#include <cairn/diagnostics.hpp>
+
+#include <boost/describe/class.hpp>
+#include <boost/json/value.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace cairn {
+
+CAIRN_DECL migration_chain const& checkpoint_metadata_migrations() {
+  static migration_chain const chain = [] {
+    migration_chain c(checkpoint_metadata_version);
+    c.step("0", "1", [](boost::json::object& doc) {
+      for (auto [old_key, new_key] : {std::pair{"state_shards", "shard_names"}, std::pair{"layouts", "ranks"}}) {
+        if (auto it = doc.find(old_key); it != doc.end()) {
+          doc[new_key] = it->value();
+          doc.erase(old_key);
+        }
+      }
+      doc["version"] = "1";
+    });
+    c.step("1", "2", [](boost::json::object& doc) { doc["version"] = "2"; });
+    return c;
+  }();
+  return chain;
+}
+
+CAIRN_DECL checkpoint_metadata parse_checkpoint_metadata(boost::json::value document, std::string const& source) {
+  if (!document.is_object()) throw config_error({{source, "checkpoint metadata must be a JSON object"}});
+  auto& object = document.get_object();
+  auto const* version = object.if_contains("version");
+  if (!version || !version->is_string())
+    throw config_error({{source, "checkpoint metadata has no version; is this a cairn checkpoint?"}});
+  checkpoint_metadata_migrations().migrate(object, std::string(version->get_string()), source);
+  try {
+    return parse<checkpoint_metadata>(document);
+  } catch (config_error const& e) {
+    std::vector<diagnostic> errors;
+    for (auto const& d : e.errors()) errors.push_back({source + ": " + d.path, d.message});
+    throw config_error(std::move(errors));
+  }
+}
+
+} // namespace cairn
+
+namespace cairn::detail {
+
+CAIRN_DECL void make_finite(boost::json::value& v, std::string const& path) {
+  if (v.is_double() && !std::isfinite(v.get_double())) {
+    auto x = v.get_double();
+    v = std::isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity";
+    emit(severity::warning, {path, "is " + std::string(v.get_string()) + ": stored as that string"});
+  } else if (v.is_object()) {
+    for (auto& [key, item] : v.get_object())
+      make_finite(item, path.empty() ? std::string(key) : path + "." + std::string(key));
+  } else if (v.is_array()) {
+    std::size_t i = 0;
+    for (auto& item : v.get_array()) make_finite(item, path + "[" + std::to_string(i++) + "]");
+  }
+}
+
+} // namespace cairn::detail
+
+namespace cairn {
+
+CAIRN_DECL boost::json::value with_iteration(boost::json::value const& metadata, std::int64_t iteration) {
+  boost::json::object out;
+  if (metadata.is_object())
+    out = metadata.get_object();
+  else if (!metadata.is_null())
+    out["user"] = metadata;
+  out["iteration"] = iteration;
+  boost::json::value stored = std::move(out);
+  detail::make_finite(stored, "metadata");
+  return stored;
+}
+
+} // namespace cairn

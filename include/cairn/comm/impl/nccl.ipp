@@ -1,0 +1,221 @@
+// Definitions of <cairn/comm/nccl.hpp>: inline in a header-only build, compiled once by
+// <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+#pragma once
+// cairn: requires libtorch
+
+#include <cairn/comm/communicator.hpp>
+#include <cairn/comm/environment.hpp>
+#include <cairn/comm/nccl.hpp>
+#include <cairn/comm/store.hpp>
+#include <cairn/error.hpp>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace cairn::comm::detail {
+
+CAIRN_DECL ncclDataType_t nccl_type(at::ScalarType type) {
+  switch (type) {
+  case at::kFloat:
+    return ncclFloat32;
+  case at::kDouble:
+    return ncclFloat64;
+  case at::kHalf:
+    return ncclFloat16;
+  case at::kBFloat16:
+    return ncclBfloat16;
+  case at::kLong:
+    return ncclInt64;
+  case at::kInt:
+    return ncclInt32;
+  case at::kChar:
+    return ncclInt8;
+  case at::kByte:
+  case at::kBool:
+    return ncclUint8;
+  default:
+    throw error(std::string("NCCL cannot carry tensors of type ") + c10::toString(type));
+  }
+}
+
+} // namespace cairn::comm::detail
+
+namespace cairn::comm {
+
+CAIRN_DECL nccl_communicator::nccl_communicator(ncclComm_t comm, cudaStream_t stream, c10::Device device,
+                                                std::chrono::milliseconds timeout)
+    : comm_(comm), stream_(stream), device_(device), timeout_(timeout) {
+  detail::check_nccl(ncclCommUserRank(comm_, &rank_), "ncclCommUserRank");
+  detail::check_nccl(ncclCommCount(comm_, &size_), "ncclCommCount");
+}
+
+CAIRN_DECL nccl_communicator nccl_communicator::owning(ncclComm_t comm, cudaStream_t stream, c10::Device device,
+                                                       std::chrono::milliseconds timeout) {
+  nccl_communicator c(comm, stream, device, timeout);
+  c.owned_ = true;
+  return c;
+}
+
+CAIRN_DECL void nccl_communicator::barrier() {
+  auto token = at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(device_));
+  all_reduce(token, reduce_op::sum);
+}
+
+CAIRN_DECL void nccl_communicator::broadcast(at::Tensor& tensor, int root) {
+  usable();
+  auto buffer = tensor.contiguous();
+  detail::check_nccl(ncclBroadcast(buffer.data_ptr(), buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
+                                   detail::nccl_type(buffer.scalar_type()), root, comm_, stream_),
+                     "ncclBroadcast");
+  synchronize("broadcast");
+  if (!buffer.is_same(tensor)) tensor.copy_(buffer);
+}
+
+CAIRN_DECL void nccl_communicator::all_reduce(at::Tensor& tensor, reduce_op op) {
+  usable();
+  auto buffer = tensor.contiguous();
+  detail::check_nccl(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
+                                   detail::nccl_type(buffer.scalar_type()), op == reduce_op::sum ? ncclSum : ncclMax,
+                                   comm_, stream_),
+                     "ncclAllReduce");
+  synchronize("all_reduce");
+  if (!buffer.is_same(tensor)) tensor.copy_(buffer);
+}
+
+CAIRN_DECL std::vector<at::Tensor> nccl_communicator::all_gather(at::Tensor const& tensor) {
+  auto flat = tensor.reshape({-1}).contiguous();
+  auto counts = gather_equal(at::full({1}, flat.numel(), at::TensorOptions().dtype(at::kLong).device(device_)))
+                    .to(c10::Device(c10::kCPU));
+  auto longest = counts.max().item<std::int64_t>();
+  if (longest == 0) return std::vector<at::Tensor>(static_cast<std::size_t>(size_), flat);
+  auto padded = at::zeros({longest}, flat.options());
+  padded.narrow(0, 0, flat.numel()).copy_(flat);
+  auto all = gather_equal(padded);
+  std::vector<at::Tensor> out;
+  for (int r = 0; r < size_; ++r) out.push_back(all.narrow(0, r * longest, counts[r].item<std::int64_t>()));
+  return out;
+}
+
+CAIRN_DECL std::vector<at::Tensor> nccl_communicator::gather(at::Tensor const& tensor, int root) {
+  auto flat = tensor.reshape({-1}).contiguous();
+  auto counts = gather_equal(at::full({1}, flat.numel(), at::TensorOptions().dtype(at::kLong).device(device_)))
+                    .to(c10::Device(c10::kCPU));
+  std::vector<at::Tensor> out;
+  if (rank_ == root)
+    for (int r = 0; r < size_; ++r) out.push_back(at::empty({counts[r].item<std::int64_t>()}, flat.options()));
+  gather_into(flat, root, out);
+  return out;
+}
+
+CAIRN_DECL void nccl_communicator::gather_into(at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs) {
+  usable();
+  auto flat = tensor.reshape({-1}).contiguous();
+  auto type = detail::nccl_type(flat.scalar_type());
+  detail::check_nccl(ncclGroupStart(), "ncclGroupStart");
+  if (rank_ == root) {
+    for (int r = 0; r < size_; ++r) {
+      auto& out = outputs.at(static_cast<std::size_t>(r));
+      if (r == root) {
+        if (flat.numel() > 0) out.copy_(flat);
+      } else if (out.numel() > 0) {
+        detail::check_nccl(ncclRecv(out.data_ptr(), static_cast<std::size_t>(out.numel()), type, r, comm_, stream_),
+                           "ncclRecv");
+      }
+    }
+  } else if (flat.numel() > 0) {
+    detail::check_nccl(ncclSend(flat.data_ptr(), static_cast<std::size_t>(flat.numel()), type, root, comm_, stream_),
+                       "ncclSend");
+  }
+  detail::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  synchronize("gather");
+}
+
+CAIRN_DECL at::Tensor nccl_communicator::gather_equal(at::Tensor const& tensor) {
+  usable();
+  auto out = at::empty({tensor.numel() * size_}, tensor.options());
+  detail::check_nccl(ncclAllGather(tensor.data_ptr(), out.data_ptr(), static_cast<std::size_t>(tensor.numel()),
+                                   detail::nccl_type(tensor.scalar_type()), comm_, stream_),
+                     "ncclAllGather");
+  synchronize("all_gather");
+  return out;
+}
+
+CAIRN_DECL void nccl_communicator::synchronize(char const* what) {
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    auto status = cudaStreamQuery(stream_);
+    if (status == cudaSuccess) return;
+    if (status != cudaErrorNotReady) detail::check_cuda(status, what);
+    ncclResult_t async = ncclSuccess;
+    detail::check_nccl(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
+    if (async != ncclSuccess) {
+      abort();
+      throw error("NCCL " + std::string(what) + " failed on rank " + std::to_string(rank_) + ": " +
+                  ncclGetErrorString(async) + "; the communicator is aborted");
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      abort();
+      throw error("NCCL " + std::string(what) + " did not finish within " + std::to_string(timeout_.count()) +
+                  " ms on rank " + std::to_string(rank_) + " (a dead or stuck peer?); the communicator is aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+CAIRN_DECL void nccl_communicator::abort() noexcept {
+  if (!aborted_ && comm_) ncclCommAbort(comm_);
+  aborted_ = true;
+}
+
+CAIRN_DECL void nccl_communicator::release() noexcept {
+  if (!owned_) return;
+  if (comm_ && !aborted_) ncclCommDestroy(comm_);
+  if (stream_) cudaStreamDestroy(stream_);
+  comm_ = nullptr;
+  stream_ = nullptr;
+  owned_ = false;
+}
+
+CAIRN_DECL nccl_communicator make_nccl(distributed_environment const& env, std::chrono::milliseconds timeout) {
+  int visible = 0;
+  if (cudaGetDeviceCount(&visible) != cudaSuccess) visible = 0;
+  int device = cuda_device_for(env, visible);
+  detail::check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  auto store = make_store(env, timeout);
+  auto shared = share_from_rank0(
+      *store, env, "cairn/nccl_unique_id",
+      [] {
+        ncclUniqueId id;
+        detail::check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+        auto const* bytes = reinterpret_cast<std::uint8_t const*>(&id);
+        return std::vector<std::uint8_t>(bytes, bytes + sizeof id);
+      },
+      timeout);
+  ncclUniqueId id;
+  if (shared.size() != sizeof id) throw error("the NCCL unique id shared by rank 0 has the wrong size");
+  std::memcpy(&id, shared.data(), sizeof id);
+  ncclComm_t comm = nullptr;
+  detail::check_nccl(ncclCommInitRank(&comm, env.world_size, id, env.rank), "ncclCommInitRank");
+  cudaStream_t stream = nullptr;
+  if (auto status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); status != cudaSuccess) {
+    ncclCommDestroy(comm);
+    detail::check_cuda(status, "cudaStreamCreateWithFlags");
+  }
+  return nccl_communicator::owning(comm, stream, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)),
+                                   timeout);
+}
+
+} // namespace cairn::comm

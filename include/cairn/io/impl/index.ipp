@@ -1,0 +1,76 @@
+// Definitions of <cairn/io/index.hpp>: inline in a header-only build, compiled once by
+// <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+#pragma once
+
+#include <cairn/io/error.hpp>
+#include <cairn/io/file.hpp>
+#include <cairn/io/index.hpp>
+
+#include <boost/json/object.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace cairn::io {
+
+CAIRN_DECL std::vector<std::string> safetensors_index::files() const {
+  std::set<std::string> names;
+  for (auto const& [tensor, file] : weight_map) names.insert(file);
+  return {names.begin(), names.end()};
+}
+
+CAIRN_DECL bool stays_inside(std::string const& name) {
+  if (name.empty()) return false;
+  std::filesystem::path path(name);
+  if (path.is_absolute() || path.has_root_name() || path.has_root_directory()) return false;
+  for (auto const& part : path)
+    if (part == "..") return false;
+  return true;
+}
+
+CAIRN_DECL safetensors_index read_index(std::filesystem::path const& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw system_error(path, "cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  boost::system::error_code ec;
+  auto document = boost::json::parse(text.str(), ec);
+  if (ec) throw io_error(path, "not valid JSON: " + ec.message());
+  if (!document.is_object()) throw io_error(path, "an index must be a JSON object");
+  safetensors_index index;
+  auto const& object = document.get_object();
+  if (auto const* metadata = object.if_contains("metadata")) {
+    if (!metadata->is_object()) throw io_error(path, "metadata must be an object");
+    index.metadata = metadata->get_object();
+  }
+  auto const* map = object.if_contains("weight_map");
+  if (!map || !map->is_object()) throw io_error(path, "weight_map must be an object");
+  for (auto const& entry : map->get_object()) {
+    if (!entry.value().is_string())
+      throw io_error(path, "weight_map entry '" + std::string(entry.key()) + "' must name a file");
+    std::string file(entry.value().get_string());
+    if (!stays_inside(file))
+      throw io_error(path, "weight_map entry '" + std::string(entry.key()) + "' names '" + file +
+                               "', which is outside the checkpoint directory");
+    index.weight_map.emplace(entry.key(), std::move(file));
+  }
+  return index;
+}
+
+CAIRN_DECL void write_index(std::filesystem::path const& path, safetensors_index const& index) {
+  boost::json::object map;
+  for (auto const& [tensor, file] : index.weight_map) map[tensor] = file;
+  boost::json::object document{{"metadata", index.metadata}, {"weight_map", std::move(map)}};
+  auto text = boost::json::serialize(document);
+  text += '\n';
+  write_file_atomically(path, std::as_bytes(std::span(text)));
+}
+
+} // namespace cairn::io
