@@ -3,7 +3,8 @@
 # the README's whole trainer (a user's TU: config, module state, manager), each against a TU of
 # the same non-cairn includes (libtorch, Boost), with the flags the build uses for the example
 # (read from BUILD/compile_commands.json), at -O2. Header-only, then with
-# CAIRN_SEPARATE_COMPILATION (cairn's ordinary config functions compiled once elsewhere).
+# CAIRN_SEPARATE_COMPILATION (cairn's ordinary functions compiled once, in the program's TU of
+# <cairn/src.hpp>, timed too).
 #
 #     bench/compile_trainer.sh [BUILD, default build]
 set -euo pipefail
@@ -12,22 +13,8 @@ build=${1:-build}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# The example's compile command, less its output, its source, its optimisation and warnings.
-command=$(grep -o '"command": "[^"]*examples/train.cpp"' "$build/compile_commands.json" | head -1 |
-  sed -e 's/^"command": "//' -e 's/"$//' -e 's/\\"/"/g')
-[[ -n $command ]] || { echo "no compile command for examples/train.cpp in $build" >&2; exit 1; }
-read -r -a words <<<"$command"
-flags=()
-skip=0
-for w in "${words[@]:1}"; do
-  if ((skip)); then skip=0; continue; fi
-  case $w in
-    -o) skip=1 ;;
-    -c | -O? | -W* | */examples/train.cpp) ;;
-    *) flags+=("$w") ;;
-  esac
-done
-cxx=${words[0]}
+source bench/compile_common.sh
+build_flags "$build" examples/train.cpp || { echo "no compile command for examples/train.cpp in $build" >&2; exit 1; }
 flags+=(-O2)
 
 # The README's trainer: its block with `int main`.
@@ -40,7 +27,6 @@ grep -h '^#include <' "$out/readme_trainer.cpp" | grep -v '<cairn/' >"$out/readm
 echo '#include <boost/json.hpp>' >>"$out/readme_baseline.cpp"
 echo 'int main() { return 0; }' >>"$out/readme_baseline.cpp"
 
-source bench/compile_common.sh
 row() { # name, baseline seconds, cairn seconds
   awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN { printf "  %-46s %6.1f s  %6.1f s  %+6.1f s  %.2fx\n", n, a, b, b - a, b / a }'
 }
@@ -50,9 +36,12 @@ example_separate=$(seconds -DCAIRN_SEPARATE_COMPILATION -c examples/train.cpp)
 readme_base=$(seconds -c "$out/readme_baseline.cpp")
 readme=$(seconds -c "$out/readme_trainer.cpp")
 readme_separate=$(seconds -DCAIRN_SEPARATE_COMPILATION -c "$out/readme_trainer.cpp")
+echo '#include <cairn/src.hpp>' >"$out/src.cpp"
+src=$(seconds -DCAIRN_SEPARATE_COMPILATION -c "$out/src.cpp")
 printf 'compile time (%s, -O2), one compile each\n' "$cxx"
 printf '  %-46s %8s  %8s  %8s  %s\n' "translation unit" "without" "with" "cairn" "ratio"
 row "examples/train.cpp" "$example_base" "$example"
 row "examples/train.cpp, CAIRN_SEPARATE_COMPILATION" "$example_base" "$example_separate"
 row "README trainer" "$readme_base" "$readme"
 row "README trainer, CAIRN_SEPARATE_COMPILATION" "$readme_base" "$readme_separate"
+printf '  %-46s %6.1f s, once per program\n' "<cairn/src.hpp>, CAIRN_SEPARATE_COMPILATION" "$src"

@@ -11,4 +11,5 @@
 #include <cairn/comm/environment.hpp>
 #include <cairn/comm/gloo.hpp>
 #include <cairn/comm/launch.hpp>
+#include <cairn/comm/ref.hpp>
 #include <cairn/comm/single_process.hpp>

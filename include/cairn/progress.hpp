@@ -6,11 +6,9 @@
 #include <cairn/detail/decl.hpp>
 #include <cairn/diagnostics.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <utility>
 

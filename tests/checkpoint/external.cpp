@@ -2,10 +2,13 @@
 // names, shapes and layout, and back, bitwise; everything unmapped reported.
 #include <cairn/checkpoint/external.hpp>
 #include <cairn/comm/single_process.hpp>
+#include <cairn/io/index.hpp>
 
 #include <ATen/ATen.h>
 #include <boost/describe/class.hpp>
 #include <doctest/doctest.h>
+
+#include <fstream>
 
 #include "../io/temp_dir.hpp"
 #include "tiny_model.hpp"

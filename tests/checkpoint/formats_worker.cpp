@@ -7,6 +7,7 @@
 //
 // Any world size and scheme may load what any other saved: that is resharding.
 #include <cairn/comm.hpp>
+#include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 
 #include <cerrno>

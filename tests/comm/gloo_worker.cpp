@@ -68,10 +68,30 @@ int collectives() {
     void all_reduce(at::Tensor& t, cairn::comm::reduce_op op) { inner.all_reduce(t, op); }
     std::vector<at::Tensor> all_gather(at::Tensor const& t) { return inner.all_gather(t); }
   } plain{comm};
+  // Each through the communicator itself, the one without gathers, and a communicator_ref of
+  // each (what saves and loads take): the same parts wherever they went.
+  cairn::comm::communicator_ref ref(comm), plain_ref(plain);
+  auto gather_by = [&](int how, at::Tensor const& part, int root) {
+    return how == 0   ? cairn::comm::gather(comm, part, root)
+           : how == 1 ? cairn::comm::gather(plain, part, root)
+           : how == 2 ? cairn::comm::gather(ref, part, root)
+                      : cairn::comm::gather(plain_ref, part, root);
+  };
+  auto gather_into_by = [&](int how, at::Tensor const& part, int root, std::vector<at::Tensor>& places) {
+    if (how == 0)
+      cairn::comm::gather_into(comm, part, root, places);
+    else if (how == 1)
+      cairn::comm::gather_into(plain, part, root, places);
+    else if (how == 2)
+      cairn::comm::gather_into(ref, part, root, places);
+    else
+      cairn::comm::gather_into(plain_ref, part, root, places);
+  };
+  expect(ref.rank() == rank && ref.size() == size && plain_ref.device().is_cpu(), "communicator_ref forwards", rank);
   for (int root = 0; root < size; ++root)
-    for (int how = 0; how < 2; ++how) {
+    for (int how = 0; how < 4; ++how) {
       auto part = at::arange(rank * 3, at::kInt) + 100 * rank;
-      auto parts = how == 0 ? cairn::comm::gather(comm, part, root) : cairn::comm::gather(plain, part, root);
+      auto parts = gather_by(how, part, root);
       if (rank != root) {
         expect(parts.empty(), "gather: nothing off the root", rank);
         continue;
@@ -83,15 +103,12 @@ int collectives() {
 
   // gather_into: every part straight into its place on the root, here the halves of one tensor.
   for (int root = 0; root < size; ++root)
-    for (int how = 0; how < 2; ++how) {
+    for (int how = 0; how < 4; ++how) {
       auto part = at::arange(rank * 3, at::kInt) + 100 * rank;
       auto whole = at::full({3 * size * (size - 1) / 2}, -1, at::kInt);
       std::vector<at::Tensor> places;
       for (int r = 0, offset = 0; r < size; offset += 3 * r, ++r) places.push_back(whole.narrow(0, offset, 3 * r));
-      if (how == 0)
-        cairn::comm::gather_into(comm, part, root, places);
-      else
-        cairn::comm::gather_into(plain, part, root, places);
+      gather_into_by(how, part, root, places);
       if (rank != root) continue;
       for (int r = 0; r < size; ++r)
         expect(places[std::size_t(r)].equal(at::arange(r * 3, at::kInt) + 100 * r), "gather_into: in place", rank);

@@ -10,6 +10,7 @@
 #include <cairn/config/docs.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/detail/decl.hpp>
+#include <cairn/io/index.hpp>
 #include <cairn/io/safetensors.hpp>
 #include <cairn/io/safetensors_writer.hpp>
 #include <cairn/progress.hpp>

@@ -12,16 +12,11 @@
 // written and fsynced. A crash at any instant leaves the earlier saves as they were, and at most
 // a leftover that `clean()` removes: nothing without a marker is ever taken for complete.
 
-#include <cairn/config/detail/pretty.hpp>
-#include <cairn/config/json.hpp>
 #include <cairn/detail/decl.hpp>
-#include <cairn/io/checksum.hpp>
-#include <cairn/io/file.hpp>
-#include <cairn/io/safetensors.hpp>
 
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
-#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <filesystem>

@@ -6,22 +6,16 @@
 
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/metadata.hpp>
-#include <cairn/config/detail/pretty.hpp>
 #include <cairn/detail/decl.hpp>
-#include <cairn/io/checksum.hpp>
-#include <cairn/io/file.hpp>
-#include <cairn/io/index.hpp>
 #include <cairn/io/safetensors.hpp>
 #include <cairn/io/safetensors_writer.hpp>
 
 #include <boost/describe/enum_to_string.hpp>
-#include <boost/json/value.hpp>
 
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>

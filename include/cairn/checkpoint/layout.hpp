@@ -14,7 +14,6 @@
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
 
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>

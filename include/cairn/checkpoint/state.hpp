@@ -8,7 +8,6 @@
 #include <cairn/error.hpp>
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/zeros_like.h>
 
 #include <cstdint>
 #include <string>

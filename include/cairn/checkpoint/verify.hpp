@@ -3,14 +3,9 @@
 // Verifying a checkpoint without the model's code: what `cairn verify` prints and what a
 // program calls before it trusts a directory. No libtorch.
 
-#include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/detail/decl.hpp>
-#include <cairn/io/index.hpp>
-#include <cairn/io/safetensors.hpp>
-#include <cairn/progress.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <filesystem>
 #include <optional>

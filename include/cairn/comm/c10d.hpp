@@ -4,13 +4,9 @@
 #include <cairn/comm/communicator.hpp>
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/full.h>
-#include <ATen/ops/zeros.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>

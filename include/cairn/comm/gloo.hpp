@@ -13,7 +13,6 @@
 #endif
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include <chrono>
 #include <cstdlib>
 #include <string>
 

@@ -8,15 +8,12 @@
 #include <cairn/detail/spawn.hpp>
 #include <cairn/error.hpp>
 
-#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <map>
 #include <netinet/in.h>
 #include <optional>
 #include <poll.h>

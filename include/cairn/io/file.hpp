@@ -1,7 +1,6 @@
 #pragma once
 
 #include <cairn/detail/decl.hpp>
-#include <cairn/io/error.hpp>
 
 #include <atomic>
 #include <cerrno>

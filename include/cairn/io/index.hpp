@@ -1,18 +1,11 @@
 #pragma once
 
 #include <cairn/detail/decl.hpp>
-#include <cairn/io/error.hpp>
-#include <cairn/io/file.hpp>
 
-#include <boost/json/object.hpp>
-#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 

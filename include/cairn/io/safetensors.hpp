@@ -1,18 +1,12 @@
 #pragma once
 
 #include <cairn/detail/decl.hpp>
-#include <cairn/io/checksum.hpp>
-#include <cairn/io/detail/checked.hpp>
-#include <cairn/io/detail/json_keys.hpp>
 #include <cairn/io/dtype.hpp>
-#include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/slice.hpp>
 
-#include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -1,19 +1,10 @@
 #pragma once
 
 #include <cairn/detail/decl.hpp>
-#include <cairn/io/checksum.hpp>
-#include <cairn/io/convert.hpp>
-#include <cairn/io/detail/checked.hpp>
 #include <cairn/io/dtype.hpp>
-#include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/safetensors.hpp>
-#include <cairn/progress.hpp>
 
-#include <boost/json/object.hpp>
-#include <boost/json/serialize.hpp>
-
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>

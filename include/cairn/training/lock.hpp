@@ -3,6 +3,7 @@
 // One writer per experiment directory. No libtorch.
 
 #include <cairn/error.hpp>
+#include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 
 #include <cerrno>

@@ -13,6 +13,7 @@
 #include <cairn/error.hpp>
 #include <cairn/io/checksum.hpp>
 #include <cairn/io/convert.hpp>
+#include <cairn/io/error.hpp>
 #include <cairn/io/safetensors.hpp>
 
 #include <ATen/core/Tensor.h>

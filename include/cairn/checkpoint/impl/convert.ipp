@@ -4,6 +4,7 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/convert.hpp>
+#include <cairn/io/error.hpp>
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/verify.hpp>
