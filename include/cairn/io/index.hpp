@@ -2,7 +2,7 @@
 
 #include <cairn/detail/decl.hpp>
 
-#include <boost/json/serialize.hpp>
+#include <boost/json/object.hpp>
 
 #include <filesystem>
 #include <map>

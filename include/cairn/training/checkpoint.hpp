@@ -2,6 +2,7 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/config/mixin.hpp>
+#include <cairn/detail/decl.hpp>
 #include <cairn/training/callback.hpp>
 #include <cairn/training/interval.hpp>
 
@@ -30,17 +31,7 @@ struct checkpoint_base_config : interval_config {
   /// Which of the saves at `iterations` to delete, oldest first, as the seed's `to_delete`:
   /// saves off the schedule (a final save at a stop) are never counted nor deleted, those kept
   /// forever neither, and of the rest all but the `keep` newest go. Unset `keep` deletes nothing.
-  [[nodiscard]] std::vector<std::int64_t> to_delete(std::vector<std::int64_t> iterations) const {
-    std::vector<std::int64_t> candidates;
-    if (!keep) return candidates;
-    std::sort(iterations.begin(), iterations.end());
-    iterations.erase(std::unique(iterations.begin(), iterations.end()), iterations.end());
-    for (auto iteration : iterations)
-      if (enabled(iteration) && !kept_forever(iteration)) candidates.push_back(iteration);
-    auto excess = static_cast<std::ptrdiff_t>(candidates.size()) - static_cast<std::ptrdiff_t>(*keep);
-    candidates.resize(static_cast<std::size_t>(std::max<std::ptrdiff_t>(excess, 0)));
-    return candidates;
-  }
+  [[nodiscard]] CAIRN_DECL std::vector<std::int64_t> to_delete(std::vector<std::int64_t> iterations) const;
 };
 BOOST_DESCRIBE_STRUCT(checkpoint_base_config, (interval_config), (callback, keep, keep_every))
 
@@ -60,14 +51,7 @@ struct checkpoint_config : checkpoint_base_config {
   checkpoint_config() { keep = 5; }
 
   /// The save config of the checkpoint at `path`.
-  [[nodiscard]] checkpoint_save_config save_config(std::filesystem::path path) const {
-    checkpoint_save_config save;
-    save.path = std::move(path);
-    save.format = checkpoint_format::distributed;
-    save.model_weights = true;
-    save.optimizer_state = true;
-    return save;
-  }
+  [[nodiscard]] CAIRN_DECL checkpoint_save_config save_config(std::filesystem::path path) const;
 };
 BOOST_DESCRIBE_STRUCT(checkpoint_config, (checkpoint_base_config), ())
 
@@ -94,16 +78,13 @@ BOOST_DESCRIBE_STRUCT(export_config,
                        checkpoint_save_options_mixin),
                       ())
 
-// Defined after the description: reflection must see export_config as described.
-inline checkpoint_save_config export_config::save_config(std::filesystem::path path) const {
-  checkpoint_save_config save;
-  save.path = std::move(path);
-  return assign_shared_bases(save, *this);
-}
-
 constexpr auto cairn_fields(export_config const*) {
   return fields(update(&export_config::interval).description("Iterations between exports. Unset disables exports."),
                 update(&export_config::keep).description("Exports to keep; older ones are deleted. Unset keeps all."));
 }
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/training/impl/checkpoint.ipp>
+#endif

@@ -3,6 +3,7 @@
 #include <cairn/config/check.hpp>
 #include <cairn/config/field.hpp>
 #include <cairn/config/validation.hpp>
+#include <cairn/detail/decl.hpp>
 
 #include <boost/describe/class.hpp>
 
@@ -27,34 +28,19 @@ struct interval_config {
   }
 
   /// How many times it has fired up to and including `iteration`.
-  [[nodiscard]] std::int64_t count(std::int64_t iteration) const noexcept {
-    if (!interval || iteration < offset) return 0;
-    return (iteration - offset) / *interval + 1;
-  }
+  [[nodiscard]] CAIRN_DECL std::int64_t count(std::int64_t iteration) const noexcept;
 
   /// Whether every firing of this one is also a firing of `other` (shutdowns fall on
   /// checkpoints, alerts on logs). A disabled interval is a sub-interval of anything.
-  [[nodiscard]] bool is_sub_interval(interval_config const& other) const noexcept {
-    if (!enabled()) return true;
-    if (!other.enabled()) return false;
-    return *interval % *other.interval == 0 &&
-           floor_mod(offset, *other.interval) == floor_mod(other.offset, *other.interval);
-  }
+  [[nodiscard]] CAIRN_DECL bool is_sub_interval(interval_config const& other) const noexcept;
 
   /// Why this is not a sub-interval of `other`, or nothing when it is. `name` and `other_name`
   /// say what the intervals are for, as in "shutdown" and "checkpoint".
-  [[nodiscard]] std::optional<std::string> sub_interval_problem(interval_config const& other, std::string const& name,
-                                                                std::string const& other_name) const {
-    if (is_sub_interval(other)) return std::nullopt;
-    return name + " " + describe() + " is not a sub-interval of " + other_name + " " + other.describe() + ": every " +
-           name + " must fall on a " + other_name;
-  }
+  [[nodiscard]] CAIRN_DECL std::optional<std::string>
+  sub_interval_problem(interval_config const& other, std::string const& name, std::string const& other_name) const;
 
   /// "(every 100 iterations from 0)" or "(disabled)".
-  [[nodiscard]] std::string describe() const {
-    if (!interval) return "(disabled)";
-    return "(every " + std::to_string(*interval) + " iterations from " + std::to_string(offset) + ")";
-  }
+  [[nodiscard]] CAIRN_DECL std::string describe() const;
 
   void validate(validation&) {
     if (interval) offset %= *interval;
@@ -76,3 +62,7 @@ constexpr auto cairn_fields(interval_config const*) {
 }
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/training/impl/interval.ipp>
+#endif

@@ -2,12 +2,12 @@
 
 // One writer per experiment directory. No libtorch.
 
+#include <cairn/detail/decl.hpp>
 #include <cairn/error.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -27,39 +27,20 @@ namespace cairn {
 /// only when the filesystem is mounted with `flock`.
 class experiment_lock {
 public:
-  explicit experiment_lock(std::filesystem::path const& dir) : path_(dir / ".cairn.lock") {
-    io::make_directories(dir);
-    fd_ = io::unique_fd(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-    if (!fd_) throw io::system_error(path_, "cannot open the experiment directory's lock");
-    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK) throw io::system_error(path_, "cannot lock the experiment directory");
-      throw error(dir.string() + ": in use by another run (" + holder() +
-                  "); one run at a time may write an experiment directory");
-    }
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    auto since =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    auto record = "host " + std::string(host) + ", pid " + std::to_string(::getpid()) + ", since unix time " +
-                  std::to_string(since) + "\n";
-    if (::ftruncate(fd_.get(), 0) != 0 || ::pwrite(fd_.get(), record.data(), record.size(), 0) < 0)
-      throw io::system_error(path_, "cannot record the lock's holder");
-  }
+  CAIRN_DECL explicit experiment_lock(std::filesystem::path const& dir);
 
   [[nodiscard]] std::filesystem::path const& path() const noexcept { return path_; }
 
 private:
   /// What the holder recorded, or why it cannot be read.
-  std::string holder() const {
-    char text[512] = {};
-    auto n = ::pread(fd_.get(), text, sizeof text - 1, 0);
-    std::string record = n > 0 ? std::string(text, static_cast<std::size_t>(n)) : "";
-    while (!record.empty() && record.back() == '\n') record.pop_back();
-    return record.empty() ? "holder unknown" : record;
-  }
+  CAIRN_DECL std::string holder() const;
 
   std::filesystem::path path_;
   io::unique_fd fd_;
 };
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/training/impl/lock.ipp>
+#endif

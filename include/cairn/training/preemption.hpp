@@ -3,6 +3,8 @@
 // Stopping cleanly on a signal: clusters preempt with SIGTERM (SLURM can send SIGUSR1 ahead of
 // time), people press Ctrl-C. No libtorch.
 
+#include <cairn/detail/decl.hpp>
+
 #include <atomic>
 #include <csignal>
 #include <utility>
@@ -23,15 +25,7 @@ inline constexpr int preempted_exit_status = 75;
 /// process.
 class stop_signals {
 public:
-  explicit stop_signals(std::vector<int> signals = default_stop_signals()) : signals_(std::move(signals)) {
-    received_flag().store(0);
-    struct sigaction action {};
-    action.sa_handler = &on_signal;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;
-    previous_.resize(signals_.size());
-    for (std::size_t i = 0; i < signals_.size(); ++i) ::sigaction(signals_[i], &action, &previous_[i]);
-  }
+  CAIRN_DECL explicit stop_signals(std::vector<int> signals = default_stop_signals());
   stop_signals(stop_signals const&) = delete;
   stop_signals& operator=(stop_signals const&) = delete;
   ~stop_signals() {
@@ -42,20 +36,15 @@ public:
   [[nodiscard]] int received() const noexcept { return received_flag().load(); }
 
 private:
-  static std::atomic<int>& received_flag() noexcept {
-    static std::atomic<int> flag{0};
-    return flag;
-  }
-  static void on_signal(int signal) {
-    int expected = 0;
-    if (received_flag().compare_exchange_strong(expected, signal)) return;
-    // A second signal: as if nothing had caught it.
-    ::signal(signal, SIG_DFL);
-    ::raise(signal);
-  }
+  CAIRN_DECL static std::atomic<int>& received_flag() noexcept;
+  CAIRN_DECL static void on_signal(int signal);
 
   std::vector<int> signals_;
   std::vector<struct sigaction> previous_;
 };
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/training/impl/preemption.ipp>
+#endif

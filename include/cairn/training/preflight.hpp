@@ -5,14 +5,12 @@
 // libtorch.
 
 #include <cairn/checkpoint/config.hpp>
-#include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/layout.hpp>
+#include <cairn/detail/decl.hpp>
 #include <cairn/io/dtype.hpp>
-#include <cairn/io/file.hpp>
 #include <cairn/training/checkpoint.hpp>
 #include <cairn/training/progress.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -24,40 +22,18 @@ namespace cairn {
 
 /// Bytes a distributed save of these layouts writes: every rank's shards, replicated parameters
 /// once.
-inline std::uint64_t distributed_bytes(std::vector<rank_layout> const& ranks, std::size_t shards) {
-  std::uint64_t total = 0;
-  for (std::size_t r = 0; r < ranks.size(); ++r)
-    for (auto const& p : ranks[r].parameters)
-      if (!p.replicated || r == 0) total += p.shard.numel() * io::size_of(p.dtype) * shards;
-  return total;
-}
+CAIRN_DECL std::uint64_t distributed_bytes(std::vector<rank_layout> const& ranks, std::size_t shards);
 
 /// Bytes of a save of whole tensors (state_dict, external) of the parameters `layout` lists,
 /// as `save` asks (`shards` state shards held): every rank knows every parameter's whole shape,
 /// so no communication is needed.
-inline std::uint64_t whole_bytes(rank_layout const& layout, std::size_t shards, checkpoint_save_config const& save) {
-  std::uint64_t selected = (save.model_weights ? 1 : 0) + (save.optimizer_state && shards > 1 ? shards - 1 : 0);
-  std::uint64_t total = 0;
-  for (auto const& p : layout.parameters)
-    total += whole_numel(p) * io::size_of(detail::stored_type(p.dtype, save.data_type)) * selected;
-  return total;
-}
+CAIRN_DECL std::uint64_t whole_bytes(rank_layout const& layout, std::size_t shards, checkpoint_save_config const& save);
 
 /// How many saves of `schedule` can be on disk at once in a run from iteration `start` to `end`
 /// with `existing` complete saves there already: those `keep` retains, those kept forever, and
 /// the one being written; at least one.
-inline std::uint64_t saves_on_disk(checkpoint_base_config const& schedule, std::int64_t start, std::int64_t end,
-                                   std::size_t existing) {
-  std::int64_t saves = schedule.count(end) - schedule.count(start);
-  if (schedule.enabled() && !schedule.enabled(end) && end > start) ++saves; // the final save
-  std::int64_t forever = 0;
-  if (schedule.keep_every)
-    for (auto it = schedule.count(start) + 1; it <= schedule.count(end); ++it)
-      if (it % *schedule.keep_every == 0) ++forever;
-  std::int64_t kept =
-      schedule.keep ? std::max<std::int64_t>(*schedule.keep - static_cast<std::int64_t>(existing), 0) + 1 : saves;
-  return static_cast<std::uint64_t>(std::max<std::int64_t>(std::min(kept, saves) + forever, 1));
-}
+CAIRN_DECL std::uint64_t saves_on_disk(checkpoint_base_config const& schedule, std::int64_t start, std::int64_t end,
+                                       std::size_t existing);
 
 /// The room a run's saves take: how many of each can be on disk at once, and their sizes.
 struct disk_estimate {
@@ -70,23 +46,14 @@ struct disk_estimate {
 };
 
 /// An error naming `dir`, what is free and what the run needs, when the estimate does not fit.
-inline void check_disk_space(std::filesystem::path const& dir, disk_estimate const& needed) {
-  auto available = std::filesystem::space(dir).available;
-  if (available < needed.total())
-    throw error(dir.string() + ": " + size_text(double(available)) + " free, the run needs about " +
-                size_text(double(needed.total())) + " (" + std::to_string(needed.checkpoints) + " checkpoints of " +
-                size_text(double(needed.checkpoint_bytes)) + ", " + std::to_string(needed.exports) + " exports of " +
-                size_text(double(needed.export_bytes)) + ")");
-}
+CAIRN_DECL void check_disk_space(std::filesystem::path const& dir, disk_estimate const& needed);
 
 /// Writes, renames and removes a small file in `dir` (made if missing): an io_error naming the
 /// problem when the run could not save there.
-inline void probe_writable(std::filesystem::path const& dir) {
-  io::make_directories(dir);
-  auto probe = dir / ".cairn-preflight";
-  std::string text = "cairn preflight\n";
-  io::write_file_atomically(probe, std::as_bytes(std::span(text)));
-  io::remove_tree(probe);
-}
+CAIRN_DECL void probe_writable(std::filesystem::path const& dir);
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/training/impl/preflight.ipp>
+#endif

@@ -2,6 +2,7 @@
 
 // How the checkpoint manager reports its work: sizes, throughput, pauses. No libtorch.
 
+#include <cairn/detail/decl.hpp>
 #include <cairn/diagnostics.hpp>
 #include <cairn/progress.hpp>
 
@@ -14,13 +15,8 @@
 namespace cairn {
 
 /// "saved checkpoint: 1.50 GiB in 2.310 s (664.94 MiB/s), training paused 0.120 s".
-inline std::string progress_text(std::string const& what, std::uint64_t bytes, double seconds,
-                                 std::optional<double> paused = {}) {
-  auto text = what + ": " + size_text(double(bytes)) + " in " + std::to_string(seconds).substr(0, 5) + " s (" +
-              size_text(seconds > 0 ? double(bytes) / seconds : 0.0) + "/s)";
-  if (paused) text += ", training paused " + std::to_string(*paused).substr(0, 5) + " s";
-  return text;
-}
+CAIRN_DECL std::string progress_text(std::string const& what, std::uint64_t bytes, double seconds,
+                                     std::optional<double> paused = {});
 
 /// Emits `progress_text` as information about `path`.
 inline void report_progress(std::string const& what, std::filesystem::path const& path, std::uint64_t bytes,
@@ -29,3 +25,7 @@ inline void report_progress(std::string const& what, std::filesystem::path const
 }
 
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/training/impl/progress.ipp>
+#endif

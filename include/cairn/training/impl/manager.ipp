@@ -1,0 +1,220 @@
+// Definitions of <cairn/training/manager.hpp>: inline in a header-only build, compiled once by
+// <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+#pragma once
+// cairn: requires libtorch
+
+#include <cairn/checkpoint/directory.hpp>
+#include <cairn/checkpoint/formats/distributed.hpp>
+#include <cairn/checkpoint/save_load.hpp>
+#include <cairn/comm/collectives.hpp>
+#include <cairn/config/validate.hpp>
+#include <cairn/diagnostics.hpp>
+#include <cairn/training/background_writer.hpp>
+#include <cairn/training/callback.hpp>
+#include <cairn/training/lock.hpp>
+#include <cairn/training/manager.hpp>
+#include <cairn/training/manager_options.hpp>
+#include <cairn/training/preemption.hpp>
+#include <cairn/training/preflight.hpp>
+#include <cairn/training/progress.hpp>
+#include <cairn/training/resume.hpp>
+#include <cairn/training/training_config.hpp>
+
+#include <boost/json/value.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cairn {
+
+CAIRN_DECL basic_checkpoint_manager::basic_checkpoint_manager(training_config config,
+                                                              std::filesystem::path const& experiment_dir,
+                                                              comm::communicator_ref comm, manager_options options)
+    : config_(std::move(config)), experiment_dir_(experiment_dir),
+      checkpoints_(experiment_layout{experiment_dir}.checkpoints()),
+      exports_(experiment_layout{experiment_dir}.exports()), comm_(comm), options_(std::move(options)) {
+  if (!options_.stop_signals.empty()) signals_.emplace(options_.stop_signals);
+}
+
+CAIRN_DECL std::optional<resumed_checkpoint> basic_checkpoint_manager::resume(model_state& state) {
+  finish();
+  if (experiment_dir_.empty()) return std::nullopt; // a run that saves nothing
+  std::vector<std::int64_t> candidates;
+  comm::all_succeed(comm_, "cannot look for checkpoints in " + checkpoints_.root().string(), [&] {
+    if (comm_.rank() != 0) return;
+    lock();
+    candidates = resume_candidates(checkpoints_, {checkpoints_, exports_});
+  });
+  auto started = clock::now();
+  auto resumed = load_newest(checkpoints_, std::move(candidates), state, comm_, options_.verify);
+  if (!resumed) return resumed;
+  last_checkpoint_ = resumed->iteration;
+  start_ = resumed->iteration;
+  report("loaded checkpoint", resumed->path,
+         distributed_bytes(resumed->metadata.ranks, resumed->metadata.shard_names.size()), started, {});
+  return resumed;
+}
+
+CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
+  {
+    // Errors only: the warnings were emitted when the config was loaded.
+    scoped_diagnostic_sink quiet([](severity, diagnostic const&) {});
+    auto copy = config_;
+    validate(copy);
+  }
+  auto checkpoint_bytes = distributed_bytes(all_rank_layouts(state, comm_), state.shard_names.size());
+  auto export_bytes = whole_bytes(state.layout(), state.shard_names.size(), config_.export_.save_config({}));
+  comm::all_succeed(comm_, "preflight failed", [&] {
+    if (comm_.rank() != 0) return;
+    if (config_.export_.enabled() && config_.export_.format == checkpoint_format::external && !exporter_)
+      throw error("training.export.format is external: give the checkpoint manager an exporter (set_exporter)");
+    if (!config_.checkpoint.enabled() && !config_.export_.enabled()) return; // nothing to save
+    if (experiment_dir_.empty()) throw error("run.experiment_dir: required to save checkpoints or exports");
+    if (config_.checkpoint.enabled()) probe_writable(checkpoints_.root());
+    if (config_.export_.enabled()) probe_writable(exports_.root());
+    lock();
+    auto end = config_.train_iters;
+    auto slots = [&](checkpoint_base_config const& schedule, save_directory const& dir) -> std::uint64_t {
+      return schedule.enabled() ? saves_on_disk(schedule, start_, end, dir.complete().size()) : 0;
+    };
+    auto checkpoint_slots = slots(config_.checkpoint, checkpoints_), export_slots = slots(config_.export_, exports_);
+    check_disk_space(experiment_dir_, {checkpoint_slots, checkpoint_bytes, export_slots, export_bytes});
+  });
+}
+
+CAIRN_DECL bool basic_checkpoint_manager::step(std::int64_t iteration, model_state const& state,
+                                               boost::json::value const& metadata) {
+  if (writer_.pending() && comm::all_of(comm_, writer_.ready())) commit_pending();
+  preempted_ = signals_ && comm::any_of(comm_, signals_->received() != 0);
+  bool last = config_.train_iters > 0 && iteration >= config_.train_iters;
+  // The seed's rule: at a stop (the end, a shutdown, a signal), a checkpoint when checkpoints
+  // are enabled at all, on the schedule or not; likewise an export at the end.
+  bool stop = preempted_ || config_.shutdown.enabled(iteration);
+  bool checkpoint = config_.checkpoint.enabled(iteration) || ((last || stop) && config_.checkpoint.enabled());
+  if (checkpoint && last_checkpoint_ != iteration) save(iteration, state, metadata);
+  if ((config_.export_.enabled(iteration) || (last && config_.export_.enabled())) && last_export_ != iteration)
+    save_export(iteration, state, metadata);
+  if (stop || last) finish();
+  return stop;
+}
+
+CAIRN_DECL void basic_checkpoint_manager::save(std::int64_t iteration, model_state const& state,
+                                               boost::json::value const& metadata) {
+  auto started = clock::now();
+  if (writer_.pending()) commit_pending();
+  stage(checkpoints_, iteration);
+  auto save = config_.checkpoint.save_config(checkpoints_.staging(iteration));
+  auto described =
+      formats::distributed::describe(state, comm_, save, options_.program_config, with_iteration(metadata, iteration));
+  auto bytes = distributed_bytes(described.ranks, described.shard_names.size());
+  last_checkpoint_ = iteration;
+  if (!options_.async) {
+    writer_.run(iteration, checkpoints_.staging(iteration), bytes, started,
+                [&, rank = comm_.rank()] { formats::distributed::write_files(state, rank, save, described); });
+    commit_pending();
+    return;
+  }
+  auto snapshot = writer_.copy_to_host(state, comm_.rank());
+  auto paused = std::chrono::duration<double>(clock::now() - started).count();
+  writer_.start(iteration, checkpoints_.staging(iteration), bytes, started, paused,
+                [snapshot = std::move(snapshot), save = std::move(save), described = std::move(described),
+                 rank = comm_.rank()] { formats::distributed::write_files(snapshot, rank, save, described); });
+}
+
+CAIRN_DECL void basic_checkpoint_manager::save_export(std::int64_t iteration, model_state const& state,
+                                                      boost::json::value const& metadata) {
+  auto started = clock::now();
+  stage(exports_, iteration);
+  auto save = config_.export_.save_config(exports_.staging(iteration));
+  try {
+    if (save.format == checkpoint_format::external) {
+      if (!exporter_)
+        throw error("training.export.format is external: give the checkpoint manager an exporter (set_exporter)");
+      exporter_(state, comm_, save);
+    } else {
+      save_checkpoint(state, comm_, save, options_.program_config, with_iteration(metadata, iteration));
+    }
+  } catch (...) {
+    abandon(exports_, iteration);
+    throw;
+  }
+  last_export_ = iteration;
+  auto bytes = whole_bytes(state.layout(), state.shard_names.size(), save);
+  commit(exports_, config_.export_, iteration, "export", bytes, started, {});
+}
+
+CAIRN_DECL void basic_checkpoint_manager::finish() {
+  if (writer_.pending()) commit_pending();
+  callbacks_.wait_all();
+}
+
+CAIRN_DECL void basic_checkpoint_manager::commit_pending() {
+  writer_.wait();
+  auto write = writer_.take();
+  try {
+    comm::all_succeed(comm_, "checkpoint " + std::to_string(write.iteration) + " was not saved",
+                      [&] { write.done.get(); });
+  } catch (...) {
+    abandon(checkpoints_, write.iteration);
+    throw;
+  }
+  commit(checkpoints_, config_.checkpoint, write.iteration, "checkpoint", write.bytes, write.started, write.paused);
+}
+
+CAIRN_DECL void basic_checkpoint_manager::stage(save_directory& dir, std::int64_t iteration) {
+  comm::all_succeed(comm_, "cannot prepare " + dir.staging(iteration).string(), [&] {
+    if (comm_.rank() != 0) return;
+    if (experiment_dir_.empty()) throw error("run.experiment_dir: required to save checkpoints or exports");
+    lock();
+    dir.begin(iteration);
+  });
+}
+
+CAIRN_DECL void basic_checkpoint_manager::abandon(save_directory& dir, std::int64_t iteration) {
+  if (comm_.rank() != 0) return;
+  try {
+    io::remove_tree(dir.staging(iteration));
+  } catch (std::exception const& e) {
+    emit(severity::warning, {dir.staging(iteration).string(), e.what()});
+  }
+}
+
+CAIRN_DECL void basic_checkpoint_manager::commit(save_directory& dir, checkpoint_base_config const& schedule,
+                                                 std::int64_t iteration, char const* kind, std::uint64_t bytes,
+                                                 clock::time_point started, std::optional<double> paused) {
+  try {
+    comm::all_succeed(comm_, std::string("cannot commit ") + kind + " " + std::to_string(iteration), [&] {
+      if (comm_.rank() == 0) dir.commit(iteration, {{"kind", kind}, {"world_size", comm_.size()}});
+    });
+  } catch (...) {
+    abandon(dir, iteration);
+    throw;
+  }
+  if (comm_.rank() != 0) return;
+  report(std::string("saved ") + kind, dir.path(iteration), bytes, started, paused);
+  for (auto old : schedule.to_delete(dir.complete())) {
+    if (old == iteration) continue;
+    try {
+      dir.remove(old);
+    } catch (std::exception const& e) {
+      emit(severity::warning, {dir.path(old).string(), std::string("retention could not remove it: ") + e.what()});
+    }
+  }
+  if (schedule.callback.enabled()) callbacks_.start(schedule.callback, dir.path(iteration).string(), iteration, kind);
+  callbacks_.reap();
+}
+
+CAIRN_DECL void basic_checkpoint_manager::report(std::string const& what, std::filesystem::path const& path,
+                                                 std::uint64_t bytes, clock::time_point started,
+                                                 std::optional<double> paused) {
+  if (comm_.rank() == 0)
+    report_progress(what, path, bytes, std::chrono::duration<double>(clock::now() - started).count(), paused);
+}
+
+} // namespace cairn

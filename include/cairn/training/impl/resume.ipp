@@ -1,0 +1,70 @@
+// Definitions of <cairn/training/resume.hpp>: inline in a header-only build, compiled once by
+// <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+#pragma once
+// cairn: requires libtorch
+
+#include <cairn/checkpoint/directory.hpp>
+#include <cairn/checkpoint/metadata.hpp>
+#include <cairn/checkpoint/save_load.hpp>
+#include <cairn/comm/collectives.hpp>
+#include <cairn/config/json.hpp>
+#include <cairn/diagnostics.hpp>
+#include <cairn/training/resume.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cairn {
+
+CAIRN_DECL std::vector<std::int64_t> resume_candidates(save_directory const& checkpoints,
+                                                       std::vector<save_directory> cleaned) {
+  for (auto& dir : cleaned)
+    for (auto const& message : dir.clean()) emit(severity::warning, {dir.root().string(), message});
+  std::vector<std::int64_t> out;
+  auto complete = checkpoints.complete();
+  for (auto it = complete.rbegin(); it != complete.rend(); ++it) {
+    if (auto problem = checkpoints.problem(*it))
+      emit(severity::warning, {checkpoints.path(*it).string(), "skipped: " + *problem});
+    else
+      out.push_back(*it);
+  }
+  return out;
+}
+
+CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& checkpoints,
+                                                         std::vector<std::int64_t> candidates, model_state& state,
+                                                         comm::communicator_ref comm, verification verify) {
+  std::string failures;
+  for (auto iteration : comm::broadcast_integers(comm, candidates)) {
+    checkpoint_load_config load;
+    load.path = checkpoints.path(iteration);
+    load.format = checkpoint_format::distributed;
+    load.model_weights = true;
+    load.optimizer_state = true;
+    try {
+      resumed_checkpoint out{iteration, load.path, {}};
+      comm::all_succeed(comm, "cannot load " + load.path.string(), [&] {
+        out.metadata = load_checkpoint(state, comm, load, verify);
+        // As the seed checks: the checkpoint is of the iteration its directory names.
+        auto const* stored =
+            out.metadata.metadata.is_object() ? out.metadata.metadata.get_object().if_contains("iteration") : nullptr;
+        if (!stored || !stored->is_int64() || stored->get_int64() != iteration)
+          throw error(load.path.string() + ": its metadata says iteration " +
+                      (stored ? to_compact_json(*stored) : std::string("nothing")) + ", its directory " +
+                      std::to_string(iteration));
+      });
+      return out;
+    } catch (std::exception const& e) {
+      failures += std::string("\n  ") + e.what();
+      if (comm.rank() == 0)
+        emit(severity::warning, {load.path.string(), std::string("skipped, it does not load: ") + e.what()});
+    }
+  }
+  if (!failures.empty()) throw error("no checkpoint in " + checkpoints.root().string() + " can be loaded:" + failures);
+  return std::nullopt;
+}
+
+} // namespace cairn
