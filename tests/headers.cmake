@@ -3,6 +3,7 @@
 file(GLOB_RECURSE cairn_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/include/cairn/*.hpp)
 set(cairn_header_sources)
+set(cairn_header_sources_separate)
 foreach(header IN LISTS cairn_public_headers)
   # Headers that need libtorch say so on a line of their own; they are checked only with it.
   file(STRINGS ${PROJECT_SOURCE_DIR}/include/${header} needs_torch REGEX "^// cairn: requires libtorch$")
@@ -19,14 +20,19 @@ foreach(header IN LISTS cairn_public_headers)
   if(NOT existing STREQUAL content)
     file(WRITE ${source} "${content}")
   endif()
-  list(APPEND cairn_header_sources ${source})
+  list(APPEND cairn_header_sources_separate ${source})
+  # The src.hpp headers hold definitions for CAIRN_SEPARATE_COMPILATION; in a header-only build
+  # the headers themselves include them (checked here, header by header, and in cairn.hpp).
+  if(NOT header MATCHES "(^|/)src\\.hpp$")
+    list(APPEND cairn_header_sources ${source})
+  endif()
 endforeach()
 add_library(cairn_header_check OBJECT ${cairn_header_sources})
 target_link_libraries(cairn_header_check PRIVATE cairn::cairn cairn_warnings)
 
 # Every header also compiles on its own with CAIRN_SEPARATE_COMPILATION, where it declares
 # cairn's ordinary functions instead of defining them (and includes less).
-add_library(cairn_header_check_separate OBJECT ${cairn_header_sources})
+add_library(cairn_header_check_separate OBJECT ${cairn_header_sources_separate})
 target_link_libraries(cairn_header_check_separate PRIVATE cairn::cairn cairn_warnings)
 target_compile_definitions(cairn_header_check_separate PRIVATE CAIRN_SEPARATE_COMPILATION)
 
