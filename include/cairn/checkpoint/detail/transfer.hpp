@@ -13,6 +13,7 @@
 #include <cairn/error.hpp>
 #include <cairn/io/checksum.hpp>
 #include <cairn/io/convert.hpp>
+#include <cairn/io/detail/background_hash.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/safetensors.hpp>
 
@@ -20,7 +21,6 @@
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -28,7 +28,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace cairn {
@@ -62,73 +61,6 @@ inline load_source source_from(io::safetensors_file const& file, io::tensor_info
   return {file.bytes(t), t.dtype, std::move(layout), checksum, file.path().string() + ": tensor '" + t.name + "'",
           &file,         &t};
 }
-
-/// Hashes bytes on a thread of its own while the caller copies them, so that a verified load
-/// costs what an unverified one does where a core is free. The caller says how much is ready
-/// (`ready`) as it goes; `value()` waits for the hash of all of it. Small inputs are hashed on
-/// the caller's thread, where a thread would cost more than it saves.
-class background_hash {
-public:
-  static constexpr std::size_t threshold = std::size_t{4} << 20;
-
-  /// `bytes` will be ready in order; `all_ready`: they are already.
-  background_hash(std::span<std::byte const> bytes, bool all_ready)
-      : bytes_(bytes), ready_(all_ready ? bytes.size() : 0) {
-    if (bytes.size() >= threshold) worker_ = std::thread([this] { run(); });
-  }
-  background_hash(background_hash const&) = delete;
-  background_hash& operator=(background_hash const&) = delete;
-  ~background_hash() {
-    if (worker_.joinable()) {
-      stop_.store(true);
-      ready_.store(bytes_.size());
-      ready_.notify_one();
-      worker_.join();
-    }
-  }
-
-  /// The first `n` bytes are ready.
-  void ready(std::size_t n) {
-    if (worker_.joinable()) {
-      ready_.store(n, std::memory_order_release);
-      ready_.notify_one();
-    }
-  }
-
-  /// The hash of all the bytes (all must have been made ready).
-  std::uint64_t value() {
-    if (!worker_.joinable()) {
-      io::checksum hash;
-      hash.update(bytes_);
-      return hash.value();
-    }
-    ready(bytes_.size());
-    worker_.join();
-    return value_;
-  }
-
-private:
-  void run() {
-    io::checksum hash;
-    std::size_t done = 0;
-    while (done < bytes_.size() && !stop_.load()) {
-      auto ready = ready_.load(std::memory_order_acquire);
-      if (ready == done) {
-        ready_.wait(done, std::memory_order_acquire);
-        continue;
-      }
-      hash.update(bytes_.subspan(done, ready - done));
-      done = ready;
-    }
-    value_ = hash.value();
-  }
-
-  std::span<std::byte const> bytes_;
-  std::atomic<std::size_t> ready_;
-  std::atomic<bool> stop_{false};
-  std::uint64_t value_ = 0;
-  std::thread worker_;
-};
 
 /// Problems found while loading on this rank, agreed on by all ranks before anyone returns.
 class load_report {
@@ -201,9 +133,9 @@ inline void load_shard(parameter_layout const& layout, at::Tensor& staging, std:
     if (whole_copy) {
       // The common case (loading with the saving layout): the copy, read in pieces, is hashed
       // behind it as it lands (in cache when it does), on another thread for a large tensor.
-      constexpr std::size_t piece = std::size_t{1} << 20;
+      constexpr std::size_t piece = std::size_t{512} << 10;
       auto into = target.subspan(plan[0].target * out, source.bytes.size());
-      std::optional<background_hash> hasher;
+      std::optional<io::detail::background_hash> hasher;
       if (source.checksum) hasher.emplace(into, false);
       for (std::size_t at = 0; at < source.bytes.size(); at += piece) {
         auto n = std::min(piece, source.bytes.size() - at);
@@ -215,7 +147,7 @@ inline void load_shard(parameter_layout const& layout, at::Tensor& staging, std:
       }
       if (hasher) hash = hasher->value();
     } else {
-      std::optional<background_hash> hasher;
+      std::optional<io::detail::background_hash> hasher;
       if (source.checksum) hasher.emplace(source.bytes, true);
       for (auto const& run : plan)
         io::convert(source.bytes.subspan(run.source * in, run.length * in), source.dtype,

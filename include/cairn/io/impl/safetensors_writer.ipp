@@ -4,6 +4,7 @@
 
 #include <cairn/io/checksum.hpp>
 #include <cairn/io/convert.hpp>
+#include <cairn/io/detail/background_hash.hpp>
 #include <cairn/io/detail/checked.hpp>
 #include <cairn/io/dtype.hpp>
 #include <cairn/io/error.hpp>
@@ -131,16 +132,19 @@ CAIRN_DECL void safetensors_writer::check_size(entry const& e, std::span<std::by
 
 CAIRN_DECL void safetensors_writer::write_tensor(atomic_file& file, entry& e, std::span<std::byte const> bytes,
                                                  std::vector<std::byte>& buffer) {
-  checksum hash;
   if (e.source_type == e.stored_type) {
+    // The bytes are all there: a large tensor is hashed on another thread while it is written.
+    std::optional<detail::background_hash> hasher;
+    if (policy_ == checksums::record) hasher.emplace(bytes, true);
     constexpr std::size_t chunk = std::size_t{64} << 20;
     for (std::size_t at = 0; at < bytes.size(); at += chunk) {
       auto piece = bytes.subspan(at, std::min(chunk, bytes.size() - at));
-      if (policy_ == checksums::record) hash.update(piece);
       file.write(piece);
       progress_scope::count(piece.size());
     }
+    if (hasher) e.checksum = hasher->value();
   } else {
+    checksum hash;
     constexpr std::size_t elements = std::size_t{4} << 20;
     auto in = size_of(e.source_type), out = size_of(e.stored_type);
     auto count = bytes.size() / in;
@@ -153,8 +157,8 @@ CAIRN_DECL void safetensors_writer::write_tensor(atomic_file& file, entry& e, st
       file.write(target);
       progress_scope::count(n * in); // the bytes of the state, whatever the stored type
     }
+    if (policy_ == checksums::record) e.checksum = hash.value();
   }
-  if (policy_ == checksums::record) e.checksum = hash.value();
 }
 
 } // namespace cairn::io
