@@ -2,13 +2,17 @@
 # including it twice (the second include checks the include guard).
 file(GLOB_RECURSE cairn_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/include/cairn/*.hpp)
+# Lists per mode (header-only, and separate), for headers without and with libtorch.
 set(cairn_header_sources)
+set(cairn_header_sources_torch)
 set(cairn_header_sources_separate)
+set(cairn_header_sources_separate_torch)
 foreach(header IN LISTS cairn_public_headers)
   # Headers that need libtorch say so on a line of their own; they are checked only with it.
   file(STRINGS ${PROJECT_SOURCE_DIR}/include/${header} needs_torch REGEX "^// cairn: requires libtorch$")
   file(STRINGS ${PROJECT_SOURCE_DIR}/include/${header} needs_nccl REGEX "^// cairn: requires nccl$")
-  if((needs_torch AND NOT CAIRN_WITH_TORCH) OR (needs_nccl AND NOT CAIRN_WITH_NCCL))
+  file(STRINGS ${PROJECT_SOURCE_DIR}/include/${header} needs_yaml REGEX "^// cairn: requires yaml-cpp$")
+  if((needs_torch AND NOT CAIRN_WITH_TORCH) OR (needs_nccl AND NOT CAIRN_WITH_NCCL) OR (needs_yaml AND NOT CAIRN_WITH_YAML))
     continue()
   endif()
   string(MAKE_C_IDENTIFIER ${header} stem)
@@ -20,24 +24,55 @@ foreach(header IN LISTS cairn_public_headers)
   if(NOT existing STREQUAL content)
     file(WRITE ${source} "${content}")
   endif()
-  list(APPEND cairn_header_sources_separate ${source})
+  set(kind "")
+  if(needs_torch)
+    set(kind "_torch")
+  endif()
+  # cairn/src.hpp is compiled, alone, by the tests' cairn_src or cairn_config_src already.
+  if(NOT header STREQUAL "cairn/src.hpp")
+    list(APPEND cairn_header_sources_separate${kind} ${source})
+  endif()
   # The src.hpp headers hold definitions for CAIRN_SEPARATE_COMPILATION; in a header-only build
   # the headers themselves include them (checked here, header by header, and in cairn.hpp).
   if(NOT header MATCHES "(^|/)src\\.hpp$")
-    list(APPEND cairn_header_sources ${source})
+    list(APPEND cairn_header_sources${kind} ${source})
   endif()
 endforeach()
-add_library(cairn_header_check OBJECT ${cairn_header_sources})
-target_link_libraries(cairn_header_check PRIVATE cairn::cairn cairn_warnings)
 
-# Every header also compiles on its own with CAIRN_SEPARATE_COMPILATION, where it declares
-# cairn's ordinary functions instead of defining them (and includes less).
-add_library(cairn_header_check_separate OBJECT ${cairn_header_sources_separate})
-target_link_libraries(cairn_header_check_separate PRIVATE cairn::cairn cairn_warnings)
-target_compile_definitions(cairn_header_check_separate PRIVATE CAIRN_SEPARATE_COMPILATION)
+# Every header compiles on its own as a user includes it: header-only, and with
+# CAIRN_SEPARATE_COMPILATION, where it declares cairn's ordinary functions instead of defining them
+# (and includes less).
+set(cairn_header_checks)
+foreach(kind IN ITEMS "" _torch)
+  foreach(mode IN ITEMS "" _separate)
+    if(cairn_header_sources${mode}${kind})
+      add_library(cairn_header_check${mode}${kind} OBJECT ${cairn_header_sources${mode}${kind}})
+      target_link_libraries(cairn_header_check${mode}${kind} PRIVATE cairn::cairn cairn_warnings)
+      if(mode STREQUAL "_separate")
+        target_compile_definitions(cairn_header_check${mode}${kind} PRIVATE CAIRN_SEPARATE_COMPILATION)
+      endif()
+      list(APPEND cairn_header_checks cairn_header_check${mode}${kind})
+    endif()
+  endforeach()
+endforeach()
+
+# The libtorch headers' checks start from <ATen/core/Tensor.h> precompiled (a second a header,
+# twice per header). Sound: every one of them includes it, in both modes, so the precompiled
+# header gives none of them anything it would not include itself; the headers without libtorch
+# get no precompiled header at all.
+if(CAIRN_TEST_PCH AND TARGET cairn_header_check_torch)
+  add_library(cairn_header_check_pch OBJECT pch.cpp)
+  target_link_libraries(cairn_header_check_pch PRIVATE cairn::cairn cairn_warnings)
+  target_precompile_headers(cairn_header_check_pch PRIVATE <ATen/core/Tensor.h>)
+  foreach(target IN ITEMS cairn_header_check_torch cairn_header_check_separate_torch)
+    target_precompile_headers(${target} REUSE_FROM cairn_header_check_pch)
+    # A precompiled header the compiler refuses would cost its time again, silently.
+    target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU,Clang>:-Winvalid-pch>)
+  endforeach()
+endif()
 
 # Checked, not compiled to code: a third less time, the same diagnostics.
 if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
-  set_target_properties(cairn_header_check cairn_header_check_separate
-                        PROPERTIES CXX_COMPILER_LAUNCHER ${CMAKE_CURRENT_SOURCE_DIR}/syntax_only.sh)
+  set_target_properties(${cairn_header_checks} PROPERTIES CXX_COMPILER_LAUNCHER
+                                                          ${CMAKE_CURRENT_SOURCE_DIR}/syntax_only.sh)
 endif()

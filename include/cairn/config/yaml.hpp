@@ -1,4 +1,5 @@
 #pragma once
+// cairn: requires yaml-cpp
 
 // YAML config files, read into the same JSON document as a JSON file, so that every rule of the
 // config core (legacy keys, overrides, checks, all errors at once) applies to them. Needs
