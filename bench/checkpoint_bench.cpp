@@ -25,6 +25,25 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
+// Runs `f`, keeps the best time in `best`, returns this time.
+template <class F> double timed(double& best, F&& f) {
+  auto t0 = clock_type::now();
+  f();
+  auto took = since(t0);
+  best = std::min(best, took);
+  return took;
+}
+
+// The time of `baseline` over that of `contender`, run in the order `baseline_first` says.
+template <class B, class C> double ratio_in_turns(bool baseline_first, B&& baseline, C&& contender) {
+  if (baseline_first) {
+    auto b = baseline();
+    return b / contender();
+  }
+  auto c = contender();
+  return baseline() / c;
+}
+
 cairn::model_state make_state(std::size_t bytes, bool flat_layout) {
   cairn::model_state state;
   // Parameters of 256 MiB down to 1 MiB, like the layers of a model.
@@ -85,30 +104,18 @@ int main(int argc, char** argv) {
     // The plain write and the distributed save take turns going first (the disk may still be
     // busy with what the first one wrote); their ratio is taken round by round too.
     auto plain_write = [&] {
-      auto t0 = clock_type::now();
-      {
+      return timed(t_plain_write, [&] {
         auto fd = cairn::io::open_file(plain, O_WRONLY | O_CREAT | O_TRUNC);
         for (auto const& x : tensors) cairn::io::write_all(fd.get(), cairn::tensor_bytes(x), plain);
         cairn::io::fsync_file(fd.get(), plain);
-      }
-      auto took = since(t0);
-      t_plain_write = std::min(t_plain_write, took);
-      return took;
+      });
     };
     auto dist_save = [&] {
-      auto t0 = clock_type::now();
-      cairn::save_checkpoint(state, comm, save_config(cairn::checkpoint_format::distributed, "dist"));
-      auto took = since(t0);
-      t_dist_save = std::min(t_dist_save, took);
-      return took;
+      return timed(t_dist_save, [&] {
+        cairn::save_checkpoint(state, comm, save_config(cairn::checkpoint_format::distributed, "dist"));
+      });
     };
-    if (round % 2 == 0) {
-      auto p = plain_write();
-      save_ratios.push_back(p / dist_save());
-    } else {
-      auto d = dist_save();
-      save_ratios.push_back(plain_write() / d);
-    }
+    save_ratios.push_back(ratio_in_turns(round % 2 == 0, plain_write, dist_save));
     auto t = clock_type::now();
     cairn::save_checkpoint(state, comm, save_config(cairn::checkpoint_format::state_dict, "sd"));
     t_sd_save = std::min(t_sd_save, since(t));
@@ -136,29 +143,18 @@ int main(int argc, char** argv) {
     // load takes a fraction of a second, and this machine's speed drifts more than that between
     // rounds) and the median pair reported.
     auto verified = [&] {
-      auto t0 = clock_type::now();
-      cairn::load_checkpoint(target, comm, load_config(cairn::checkpoint_format::distributed, "dist"));
-      auto took = since(t0);
-      t_dist_load = std::min(t_dist_load, took);
-      return took;
+      return timed(t_dist_load, [&] {
+        cairn::load_checkpoint(target, comm, load_config(cairn::checkpoint_format::distributed, "dist"));
+      });
     };
     auto unverified = [&] {
-      auto t0 = clock_type::now();
-      cairn::load_checkpoint(target, comm, load_config(cairn::checkpoint_format::distributed, "dist"),
-                             cairn::verification::none);
-      auto took = since(t0);
-      t_fast_load = std::min(t_fast_load, took);
-      return took;
+      return timed(t_fast_load, [&] {
+        cairn::load_checkpoint(target, comm, load_config(cairn::checkpoint_format::distributed, "dist"),
+                               cairn::verification::none);
+      });
     };
-    for (int pair = 0; pair < load_pairs; ++pair) {
-      if ((round + pair) % 2 == 0) {
-        auto v = verified();
-        verify_ratios.push_back(unverified() / v);
-      } else {
-        auto u = unverified();
-        verify_ratios.push_back(u / verified());
-      }
-    }
+    for (int pair = 0; pair < load_pairs; ++pair)
+      verify_ratios.push_back(ratio_in_turns((round + pair) % 2 != 0, unverified, verified));
     t = clock_type::now();
     cairn::load_checkpoint(resharded, comm, load_config(cairn::checkpoint_format::distributed, "dist"));
     t_reshard = std::min(t_reshard, since(t));
