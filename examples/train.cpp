@@ -307,7 +307,7 @@ int train(train_config cfg) {
   if (cfg.device == device_type::cuda && !at::hasCUDA())
     throw cairn::config_error(std::vector<cairn::diagnostic>{
         {"device", "cuda is not available: this libtorch was built without CUDA or sees no GPU"}});
-  auto backend = cairn::comm::backend::gloo;
+  [[maybe_unused]] auto backend = cairn::comm::backend::gloo; // read only where NCCL is built in
   try {
     backend = cairn::comm::resolve_backend(cfg.comm, cfg.device == device_type::cuda, cairn::comm::built_with_nccl);
   } catch (cairn::error const& e) {
