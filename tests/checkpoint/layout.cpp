@@ -125,6 +125,10 @@ TEST_CASE("overlap of two boxes, in runs over their buffers") {
   // Rows 1-2 of a row split against the whole: one merged run.
   shard_layout rows{{1, 0}, {2, 6}, {}};
   CHECK(cairn::overlap(shape, rows, shard_layout::whole(shape)) == std::vector<cairn::copy_run>{{0, 6, 12}});
+  // Dimensions covered whole join the row: two runs of 2 x 6 elements, not four of 6.
+  shard_layout middle{{0, 1, 0}, {2, 2, 6}, {}};
+  CHECK(cairn::overlap({2, 4, 6}, middle, shard_layout::whole({2, 4, 6})) ==
+        std::vector<cairn::copy_run>{{0, 6, 12}, {12, 30, 12}});
   shard_layout elsewhere{{0, 4}, {4, 2}, {}};
   CHECK(cairn::overlap(shape, left, elsewhere).empty());
 }

@@ -65,8 +65,14 @@ CAIRN_DECL std::vector<copy_run> overlap(std::vector<std::uint64_t> const& shape
   auto range = [](shard_layout const& s) { return s.flat.value_or(flat_range{0, s.box_numel()}); };
   auto source_range = range(source), target_range = range(target);
 
+  // A row is the last dimension, and with it every dimension both boxes and the overlap cover
+  // whole: its elements follow one another in both, so it is one run (a same-layout shard is
+  // one run, not one per row).
+  std::size_t inner = rank > 0 ? rank - 1 : 0;
+  while (inner > 0 && length[inner] == source.lengths[inner] && length[inner] == target.lengths[inner]) --inner;
+  std::uint64_t run_length = 1;
+  for (auto d = inner; d < rank; ++d) run_length *= length[d];
   std::vector<copy_run> runs;
-  std::uint64_t run_length = rank ? length[rank - 1] : 1;
   std::vector<std::uint64_t> index(low);
   for (;;) {
     auto s = local(source, index), t = local(target, index);
@@ -86,8 +92,8 @@ CAIRN_DECL std::vector<copy_run> overlap(std::vector<std::uint64_t> const& shape
       else
         runs.push_back(run);
     }
-    // Next row: every dimension but the last.
-    std::size_t d = rank > 0 ? rank - 1 : 0;
+    // Next row: the dimensions outside it.
+    std::size_t d = inner;
     while (d-- > 0) {
       if (++index[d] < low[d] + length[d]) break;
       index[d] = low[d];
