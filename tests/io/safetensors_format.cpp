@@ -39,7 +39,7 @@ TEST_CASE("the file layout follows the specification byte for byte") {
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[static_cast<std::size_t>(i)];
   REQUIRE(8 + n <= bytes.size());
-  CHECK((8 + n) % 8 == 0); // data starts 8-byte aligned
+  CHECK((8 + n) % 64 == 0); // data starts cache-line aligned
   std::string header(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
   CHECK(header.front() == '{');
   auto last = header.find_last_not_of(' ');

@@ -120,7 +120,7 @@ CAIRN_DECL std::string safetensors_writer::header_text() const {
                                          {"data_offsets", boost::json::array{e.begin, e.begin + e.stored_size}}};
   }
   auto text = boost::json::serialize(header);
-  text.append((8 - (8 + text.size()) % 8) % 8, ' ');
+  text.append((data_alignment - (8 + text.size()) % data_alignment) % data_alignment, ' ');
   return text;
 }
 
