@@ -50,13 +50,15 @@ cairn::model_state make_state(std::size_t bytes, bool flat_layout) {
   std::int64_t const sizes[] = {64 << 20, 16 << 20, 4 << 20, 1 << 20, 256 << 10};
   std::size_t total = 0;
   for (int i = 0; total < bytes; ++i) {
-    auto numel = std::min<std::int64_t>(sizes[i % 5], static_cast<std::int64_t>((bytes - total) / 4));
+    // Whole rows of 256; the remainder of less than a row is left out (it would never be added).
+    auto numel = std::min<std::int64_t>(sizes[i % 5], static_cast<std::int64_t>((bytes - total) / 4)) / 256 * 256;
+    if (numel == 0) break;
     cairn::parameter_state p;
     std::vector<std::uint64_t> shape{static_cast<std::uint64_t>(numel / 256), 256};
     p.layout = {"layer" + std::to_string(i) + ".weight", shape, cairn::io::dtype::F32, false,
                 cairn::shard_layout::whole(shape)};
     if (flat_layout) p.layout.shard.flat = cairn::flat_range{0, p.layout.shard.box_numel()};
-    p.shards.push_back(at::rand({numel / 256 * 256}));
+    p.shards.push_back(at::rand({numel}));
     total += static_cast<std::size_t>(p.shards.back().nbytes());
     state.parameters.push_back(std::move(p));
   }
