@@ -6,7 +6,7 @@
 #
 # - configs: cairn/config.hpp and 20 described structs, against <boost/json.hpp> alone (whose
 #   baseline relies on Boost.JSON's own compiled library).
-# - checkpoints (when BUILD has compiled bench/compile_checkpoint.cpp, whose libtorch flags it
+# - checkpoints (when BUILD has a compile command for bench/compile_checkpoint.cpp, whose libtorch flags it
 #   reuses): <cairn/checkpoint.hpp> and a program that saves, verifies and loads, against a
 #   translation unit of <ATen/core/Tensor.h>.
 #
