@@ -24,8 +24,10 @@ foreach(header IN LISTS cairn_public_headers)
   if(NOT existing STREQUAL content)
     file(WRITE ${source} "${content}")
   endif()
+  # Headers with libtorch parts where the build has libtorch are checked with those that need it.
+  file(STRINGS ${PROJECT_SOURCE_DIR}/include/${header} torch_parts REGEX "^// cairn: libtorch parts with CAIRN_WITH_TORCH$")
   set(kind "")
-  if(needs_torch)
+  if(needs_torch OR (torch_parts AND CAIRN_WITH_TORCH))
     set(kind "_torch")
   endif()
   # cairn/src.hpp is compiled, alone, by the tests' cairn_src or cairn_config_src already.
@@ -57,9 +59,9 @@ foreach(kind IN ITEMS "" _torch)
 endforeach()
 
 # The libtorch headers' checks start from <ATen/core/Tensor.h> precompiled (a second a header,
-# twice per header). Sound: every one of them includes it, in both modes, so the precompiled
-# header gives none of them anything it would not include itself; the headers without libtorch
-# get no precompiled header at all.
+# twice per header). Sound: every one of them includes it, in both modes (a layer's src.hpp
+# through its libtorch parts), so the precompiled header gives none of them anything it would not
+# include itself; the headers without libtorch get no precompiled header at all.
 if(CAIRN_TEST_PCH AND TARGET cairn_header_check_torch)
   add_library(cairn_header_check_pch OBJECT pch.cpp)
   target_link_libraries(cairn_header_check_pch PRIVATE cairn::cairn cairn_warnings)

@@ -1,4 +1,5 @@
 #pragma once
+// cairn: libtorch parts with CAIRN_WITH_TORCH
 
 /// The definitions of the comm layer's ordinary functions, for a program built with
 /// CAIRN_SEPARATE_COMPILATION: included by <cairn/src.hpp>, which a program includes in exactly
