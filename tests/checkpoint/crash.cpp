@@ -11,7 +11,6 @@
 //         operation (CAIRN_CRASH_FAIL=1 fails that operation instead, with ENOSPC), on rank
 //         CAIRN_CRASH_RANK (default 0). CAIRN_CRASH_COUNT=FILE writes the operation count.
 #include <cairn/comm/gloo.hpp>
-#include <cairn/comm/launch.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/training/manager.hpp>
 
@@ -28,7 +27,6 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <fstream>
-#include <optional>
 #include <random>
 #include <spawn.h>
 #include <string>
@@ -38,6 +36,7 @@
 #include <vector>
 
 #include "checkpoint/manager_state.hpp"
+#include "forked_ranks.hpp"
 #include "io/temp_dir.hpp"
 
 extern char** environ;
@@ -181,56 +180,12 @@ std::vector<std::string> command(int ranks, std::filesystem::path const& dir, st
   return out;
 }
 
-/// A run on `ranks` ranks, each a child forked from this process (libtorch is loaded already: a
-/// tenth of the time of a new process), with the variables `cairn launch` gives its ranks. As
-/// the launcher does, when a rank fails the others get SIGTERM, and SIGKILL 10 s later. Its
-/// status is the first failed rank's, or 0.
+/// A run on `ranks` ranks forked from this process (forked_ranks.hpp), one without a launcher's
+/// variables (a single process): its status is the first failed rank's, or 0.
 int run(int ranks, std::filesystem::path const& dir, std::int64_t iterations, bool async,
         std::vector<std::string> const& variables = {}) {
-  auto port = std::to_string(cairn::comm::detail::free_port());
-  std::fflush(nullptr);
-  std::vector<pid_t> running;
-  for (int r = 0; r < ranks; ++r) {
-    pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      // As a new process would have them: not the test driver's crash handlers.
-      for (int signal : {SIGABRT, SIGFPE, SIGILL, SIGINT, SIGSEGV, SIGTERM}) ::signal(signal, SIG_DFL);
-      if (ranks > 1) {
-        for (auto [name, value] : {std::pair{"RANK", std::to_string(r)},
-                                   {"LOCAL_RANK", std::to_string(r)},
-                                   {"WORLD_SIZE", std::to_string(ranks)},
-                                   {"LOCAL_WORLD_SIZE", std::to_string(ranks)},
-                                   {"MASTER_ADDR", std::string("127.0.0.1")},
-                                   {"MASTER_PORT", port}})
-          ::setenv(name, value.c_str(), 1);
-      }
-      ::_exit(worker(dir, iterations, async, variables));
-    }
-    running.push_back(pid);
-  }
-  int result = 0;
-  std::optional<std::chrono::steady_clock::time_point> stopping;
-  while (!running.empty()) {
-    int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) {
-      if (stopping && std::chrono::steady_clock::now() - *stopping > std::chrono::seconds(10))
-        for (auto p : running) ::kill(p, SIGKILL);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      continue;
-    }
-    auto it = std::find(running.begin(), running.end(), pid);
-    if (it == running.end()) continue;
-    running.erase(it);
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (code != 0 && result == 0) {
-      result = code;
-      for (auto p : running) ::kill(p, SIGTERM);
-      stopping = std::chrono::steady_clock::now();
-    }
-  }
-  return result;
+  return forked_ranks::run(
+      ranks, [&](int) { return worker(dir, iterations, async, variables); }, ranks > 1);
 }
 
 /// The last "complete N" the crashed run's rank 0 logged: a checkpoint it saw complete.
@@ -308,13 +263,14 @@ std::vector<long> points(long total, long most) {
 
 bool quick() { return std::getenv("CAIRN_CRASH_QUICK") != nullptr; }
 
-void kill_at_each_operation(int ranks, bool async, long most, char const* rank_to_kill = "0") {
+/// Kills at up to `most` operations (up to `quick_most` under CAIRN_CRASH_QUICK: a spread).
+void kill_at_each_operation(int ranks, bool async, long most, long quick_most, char const* rank_to_kill = "0") {
   std::int64_t const iterations = 5;
   auto total = count_operations(ranks, iterations, async, rank_to_kill);
   MESSAGE(ranks << " rank(s), " << std::string(async ? "async" : "sync") << ": " << total << " file operations on rank "
                 << std::string(rank_to_kill));
   REQUIRE(total > 40);
-  for (auto k : points(total, quick() ? most / 8 : most)) {
+  for (auto k : points(total, quick() ? quick_most : most)) {
     CAPTURE(k);
     temp_dir tmp;
     auto dir = tmp / "run";
@@ -329,14 +285,16 @@ void kill_at_each_operation(int ranks, bool async, long most, char const* rank_t
 } // namespace
 
 TEST_CASE("a run killed at every file operation of its saves resumes from the newest complete checkpoint") {
-  kill_at_each_operation(1, false, 1000);
+  kill_at_each_operation(1, false, 1000, 30);
 }
 
-TEST_CASE("the same with async saves (kills on the background writer too)") { kill_at_each_operation(1, true, 320); }
+TEST_CASE("the same with async saves (kills on the background writer too)") {
+  kill_at_each_operation(1, true, 1000, 30);
+}
 
 TEST_CASE("two Gloo ranks, one killed at file operations of its saves") {
-  kill_at_each_operation(2, false, 24, "0");
-  kill_at_each_operation(2, true, 24, "1");
+  kill_at_each_operation(2, false, 24, 4, "0");
+  kill_at_each_operation(2, true, 24, 4, "1");
 }
 
 TEST_CASE("a full disk at any file operation is an error naming the path, and loses nothing") {

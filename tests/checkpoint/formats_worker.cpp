@@ -1,11 +1,14 @@
-// One rank of the multi-process format tests, started by `cairn launch -n N`:
+// The multi-process format tests. One rank, started by `cairn launch -n N`:
 //
 //     checkpoint_formats_worker save DIR FORMAT SCHEME     a known model, saved
 //     checkpoint_formats_worker load DIR FORMAT SCHEME     loaded into this world's layout, checked
 //     checkpoint_formats_worker export DIR                 the tiny model exported in several
 //                                                          files (written by several ranks), loaded back
 //
-// Any world size and scheme may load what any other saved: that is resharding.
+// Any world size and scheme may load what any other saved: that is resharding, tested case after
+// case, the ranks of each save and load forked from the driver, by
+//
+//     checkpoint_formats_worker reshard FORMAT WORK_DIR
 #include <cairn/comm.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
@@ -15,6 +18,7 @@
 #include <filesystem>
 #include <string>
 
+#include "forked_ranks.hpp"
 #include "model.hpp"
 #include "tiny_model.hpp"
 
@@ -88,51 +92,85 @@ int export_and_load(char const* dir) {
   return failed_everywhere ? 0 : 1;
 }
 
+/// One rank's save (of the known model in `scheme`'s layout) or load (into it, checked).
+int save_or_load(std::string const& mode, char const* dir, std::string const& format_name, char const* scheme) {
+  auto comm = cairn::comm::gloo_from_environment(std::chrono::seconds(60));
+  auto how = test_model::parse_scheme(scheme);
+  auto format =
+      format_name == "state_dict" ? cairn::checkpoint_format::state_dict : cairn::checkpoint_format::distributed;
+  if (mode == "save") {
+    auto state = test_model::make(how, comm.rank(), comm.size(), true);
+    cairn::checkpoint_save_config config;
+    config.path = dir;
+    config.format = format;
+    config.optimizer_state = true;
+    config.parameters_per_file = std::uint64_t{1} << 20;
+    cairn::save_checkpoint(state, comm, config, boost::json::object{{"program", "worker"}},
+                           boost::json::object{{"iteration", 42}});
+    return 0;
+  }
+  auto state = test_model::make(how, comm.rank(), comm.size(), false);
+  cairn::checkpoint_load_config config;
+  config.path = dir;
+  config.format = format;
+  config.optimizer_state = true;
+  auto metadata = cairn::load_checkpoint(state, comm, config);
+  auto bad = test_model::mismatches(state);
+  if (metadata.metadata.at("iteration") != 42) bad += 1;
+  std::printf("rank %d of %d: loaded %s (%s layout), %lld wrong elements\n", comm.rank(), comm.size(),
+              format_name.c_str(), scheme, static_cast<long long>(bad));
+  return bad == 0 ? 0 : 1;
+}
+
+/// Saves with one world size and layout and loads with another, case after case, for `format`:
+/// the ranks are forked from this process (as `cairn launch` would start them).
+int reshard(std::string const& format, std::filesystem::path const& work) {
+  struct world {
+    int ranks;
+    char const* scheme;
+  };
+  std::pair<world, world> const cases[] = {
+      {{1, "dim"}, {2, "flat"}},  {{2, "dim"}, {2, "dim"}},    {{2, "flat"}, {4, "dim"}}, {{4, "mixed"}, {1, "dim"}},
+      {{4, "dim"}, {2, "mixed"}}, {{2, "mixed"}, {4, "flat"}}, {{4, "flat"}, {4, "flat"}}};
+  for (auto const& [saved, loaded] : cases) {
+    auto dir = work / (format + "_" + std::to_string(saved.ranks) + saved.scheme + "_" + std::to_string(loaded.ranks) +
+                       loaded.scheme);
+    std::filesystem::remove_all(dir);
+    auto one = [&](char const* mode, world w) {
+      return forked_ranks::run(w.ranks, [&](int) { return save_or_load(mode, dir.c_str(), format, w.scheme); });
+    };
+    if (int status = one("save", saved); status != 0) {
+      std::fprintf(stderr, "%s: the save on %d ranks (%s) failed: %d\n", format.c_str(), saved.ranks, saved.scheme,
+                   status);
+      return 1;
+    }
+    if (int status = one("load", loaded); status != 0) {
+      std::fprintf(stderr, "%s: %d ranks (%s) -> %d ranks (%s) failed: %d\n", format.c_str(), saved.ranks, saved.scheme,
+                   loaded.ranks, loaded.scheme, status);
+      return 1;
+    }
+    std::printf("%s: %d ranks (%s) -> %d ranks (%s): ok\n", format.c_str(), saved.ranks, saved.scheme, loaded.ranks,
+                loaded.scheme);
+    std::filesystem::remove_all(dir);
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "export") {
-    try {
-      return export_and_load(argv[2]);
-    } catch (std::exception const& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
-      return 1;
-    }
-  }
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s save|load DIR distributed|state_dict dim|flat|mixed\n", argv[0]);
-    return 2;
-  }
-  std::string mode = argv[1];
   try {
-    auto comm = cairn::comm::gloo_from_environment(std::chrono::seconds(60));
-    auto how = test_model::parse_scheme(argv[4]);
-    auto format = std::string(argv[3]) == "state_dict" ? cairn::checkpoint_format::state_dict
-                                                       : cairn::checkpoint_format::distributed;
-    if (mode == "save") {
-      auto state = test_model::make(how, comm.rank(), comm.size(), true);
-      cairn::checkpoint_save_config config;
-      config.path = argv[2];
-      config.format = format;
-      config.optimizer_state = true;
-      config.parameters_per_file = std::uint64_t{1} << 20;
-      cairn::save_checkpoint(state, comm, config, boost::json::object{{"program", "worker"}},
-                             boost::json::object{{"iteration", 42}});
-      return 0;
-    }
-    auto state = test_model::make(how, comm.rank(), comm.size(), false);
-    cairn::checkpoint_load_config config;
-    config.path = argv[2];
-    config.format = format;
-    config.optimizer_state = true;
-    auto metadata = cairn::load_checkpoint(state, comm, config);
-    auto bad = test_model::mismatches(state);
-    if (metadata.metadata.at("iteration") != 42) bad += 1;
-    std::printf("rank %d of %d: loaded %s (%s layout), %lld wrong elements\n", comm.rank(), comm.size(), argv[3],
-                argv[4], static_cast<long long>(bad));
-    return bad == 0 ? 0 : 1;
+    if (argc == 3 && std::string(argv[1]) == "export") return export_and_load(argv[2]);
+    if (argc == 4 && std::string(argv[1]) == "reshard") return reshard(argv[2], argv[3]);
+    if (argc == 5) return save_or_load(argv[1], argv[2], argv[3], argv[4]);
   } catch (std::exception const& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
+  std::fprintf(stderr,
+               "usage: %s save|load DIR distributed|state_dict dim|flat|mixed\n"
+               "       %s reshard distributed|state_dict WORK_DIR\n"
+               "       %s export DIR\n",
+               argv[0], argv[0], argv[0]);
+  return 2;
 }
