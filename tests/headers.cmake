@@ -30,7 +30,7 @@ foreach(header IN LISTS cairn_public_headers)
   if(needs_torch OR (torch_parts AND CAIRN_WITH_TORCH))
     set(kind "_torch")
   endif()
-  # cairn/src.hpp is compiled, alone, by the tests' cairn_src or cairn_config_src already.
+  # cairn/src.hpp is compiled, alone, by the tests' cairn_src or cairn_core_src already.
   if(NOT header STREQUAL "cairn/src.hpp")
     list(APPEND cairn_header_sources_separate${kind} ${source})
   endif()

@@ -3,10 +3,14 @@
 // earlier saves complete.
 #include <cairn/checkpoint/detail/write_behind.hpp>
 #include <cairn/checkpoint/directory.hpp>
+#include <cairn/config/json.hpp>
+#include <cairn/io/error.hpp>
+#include <cairn/io/file.hpp>
 
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>

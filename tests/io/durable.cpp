@@ -1,4 +1,5 @@
 // Durable, atomic file writes: a file appears under its final name whole or not at all.
+#include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/safetensors_writer.hpp>
 

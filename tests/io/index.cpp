@@ -1,4 +1,5 @@
 // Index files of sharded checkpoints: round trip, and names that escape the directory.
+#include <cairn/io/error.hpp>
 #include <cairn/io/index.hpp>
 
 #include <doctest/doctest.h>

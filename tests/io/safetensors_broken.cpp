@@ -1,5 +1,6 @@
 // A corpus of hand-made broken files: each is refused with its own message naming the file
 // (and the tensor where there is one), never a crash or a read out of bounds.
+#include <cairn/io/error.hpp>
 #include <cairn/io/safetensors.hpp>
 
 #include <doctest/doctest.h>

@@ -13,6 +13,7 @@
 // a leftover that `clean()` removes: nothing without a marker is ever taken for complete.
 
 #include <cairn/detail/decl.hpp>
+#include <cairn/io/error.hpp> // what its functions throw
 
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>

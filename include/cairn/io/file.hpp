@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cairn/detail/decl.hpp>
+#include <cairn/io/error.hpp> // what its functions throw
 
 #include <atomic>
 #include <cerrno>
