@@ -5,17 +5,13 @@
 #include <cairn/comm/launch.hpp>
 
 #include <algorithm>
-#include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <netinet/in.h>
 #include <stdexcept>
 #include <string>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -24,37 +20,13 @@
 
 namespace forked_ranks {
 
-/// Waits until rank 0 (`pid`) accepts connections on `port`, its store's, or has exited (true
-/// then). Ranks started together otherwise race rank 0's store: one that connects before it
-/// listens is refused and retries a second later (libtorch's TCPStore), a second a run.
-inline bool wait_for_store(int port, pid_t pid) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  ::inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return false;
-    bool listening = ::connect(fd, reinterpret_cast<sockaddr const*>(&address), sizeof address) == 0;
-    ::close(fd);
-    if (listening) return false;
-    siginfo_t info{};
-    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid)
-      return true; // exited: its status is reaped below
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false; // the ranks' own timeouts report it
-}
-
 /// Runs `body(rank)` on `ranks` children forked from this process, its result each child's exit
 /// status (an exception is status 1, its message on stderr). Unless `launched` is false, each child
 /// gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT (a free port)
-/// as from `cairn launch` (rank 0 first, the others once its store listens), and as the launcher
-/// does, when a rank fails the others get SIGTERM, then SIGKILL 10 s later. Returns the first
-/// failed rank's status (128 + the signal that ended it), or 0 (1 if rank 0 exited before the
-/// others started). The parent must not have started libtorch's thread pools (children inherit
-/// no threads).
+/// as from `cairn launch`, all at once as it starts them, and as the launcher does, when a rank
+/// fails the others get SIGTERM, then SIGKILL 10 s later. Returns the first failed rank's status
+/// (128 + the signal that ended it), or 0. The parent must not have started libtorch's thread
+/// pools (children inherit no threads).
 template <class Body> int run(int ranks, Body&& body, bool launched = true) {
   auto port = std::to_string(cairn::comm::detail::free_port());
   std::fflush(nullptr);
@@ -87,9 +59,7 @@ template <class Body> int run(int ranks, Body&& body, bool launched = true) {
       ::_exit(status);
     }
     running.push_back(pid);
-    if (r == 0 && launched && ranks > 1 && wait_for_store(std::stoi(port), pid)) break;
   }
-  bool rank0_alone = static_cast<int>(running.size()) < ranks; // it exited before the others started
   int result = 0;
   bool stopping = false;
   auto stopped = std::chrono::steady_clock::now();
@@ -114,7 +84,7 @@ template <class Body> int run(int ranks, Body&& body, bool launched = true) {
       stopped = std::chrono::steady_clock::now();
     }
   }
-  return result == 0 && rank0_alone ? 1 : result;
+  return result;
 }
 
 } // namespace forked_ranks

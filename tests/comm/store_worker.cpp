@@ -4,6 +4,8 @@
 //
 //     store_worker share     every rank gets rank 0's bytes
 //     store_worker timeout   rank 0 publishes nothing; the others fail within 500 ms
+//     store_worker absent    rank 0 serves no store; the others fail within 500 ms, naming
+//                            MASTER_ADDR:MASTER_PORT
 #include <cairn/comm/store.hpp>
 
 #include <chrono>
@@ -16,6 +18,22 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "share";
   try {
     auto env = cairn::comm::read_environment();
+    if (mode == "absent") {
+      if (env.rank == 0) return 0;
+      auto started = std::chrono::steady_clock::now();
+      try {
+        cairn::comm::make_store(env, std::chrono::milliseconds(500));
+      } catch (cairn::error const& e) {
+        auto waited = std::chrono::steady_clock::now() - started;
+        std::string message = e.what();
+        auto address = env.master_addr + ":" + std::to_string(env.master_port);
+        bool named = message.find(address) != std::string::npos && message.find("500 ms") != std::string::npos;
+        std::printf("rank %d: %s\n", env.rank, message.c_str());
+        return named && waited < std::chrono::seconds(2) ? 0 : 1;
+      }
+      std::fprintf(stderr, "rank %d: a store without a server\n", env.rank);
+      return 1;
+    }
     auto store = cairn::comm::make_store(env, std::chrono::seconds(60));
     if (mode == "share") {
       // Bytes only rank 0 can know: its process id and the time.

@@ -9,17 +9,19 @@
 #include <cairn/detail/decl.hpp>
 #include <cairn/error.hpp>
 
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace cairn::comm {
 
 /// The store of the run `env` describes: served by rank 0 and reached by the others over TCP,
-/// or in memory for one process. Waits for every rank to connect, up to `timeout`.
+/// or in memory for one process. Waits for every rank to connect, up to `timeout`; a rank whose
+/// rank 0 serves no store within it gets an error naming MASTER_ADDR:MASTER_PORT.
 CAIRN_DECL c10::intrusive_ptr<c10d::Store> make_store(distributed_environment const& env,
                                                       std::chrono::milliseconds timeout = std::chrono::minutes(5));
 
