@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
 
   auto config =
       cairn::from_string<cairn::training_config>(R"({"train_iters": 1000, "checkpoint": {"interval": 1, "keep": 1}})");
-  std::vector<double> sync, stall, total, copy, resume, unverified, upload;
+  std::vector<double> sync, stall, total, copy, resume, direct, unverified, upload;
   std::vector<at::Tensor> host; // the baseline's destination, allocated once like the manager's buffers
   for (auto const& p : state.parameters)
     for (auto const& t : p.shards)
@@ -119,30 +120,29 @@ int main(int argc, char** argv) {
     {
       // Resuming that checkpoint into a state of the same layout, against uploading the bytes:
       // through the manager that saved it (a second one would find the directory locked). And
-      // the same load without checksums, what verification adds to it. The two take turns going
-      // first: the first read of a checkpoint just written runs slower.
+      // the same load outside the manager, with checksums (what the manager's path adds) and
+      // without (what verification adds). They take turns going first: the first read of a
+      // checkpoint just written runs slower.
       auto resume_timed = [&] {
         auto loading = clock_type::now();
         auto resumed = async_manager.resume(target);
         resume.push_back(since(loading));
         checkpoints = resumed->path.parent_path();
       };
-      auto unverified_timed = [&] {
+      auto load_timed = [&](cairn::verification verify, std::vector<double>& into) {
         cairn::checkpoint_load_config load;
         load.path = checkpoints / std::to_string(iteration);
         load.format = cairn::checkpoint_format::distributed;
         load.optimizer_state = true;
         auto loading = clock_type::now();
-        cairn::load_checkpoint(target, comm, load, cairn::verification::none);
-        unverified.push_back(since(loading));
+        cairn::load_checkpoint(target, comm, load, verify);
+        into.push_back(since(loading));
       };
-      if (round % 2 == 0) {
-        resume_timed();
-        unverified_timed();
-      } else {
-        unverified_timed();
-        resume_timed();
-      }
+      std::vector<std::function<void()>> loads{resume_timed,
+                                               [&] { load_timed(cairn::verification::checksums, direct); },
+                                               [&] { load_timed(cairn::verification::none, unverified); }};
+      std::rotate(loads.begin(), loads.begin() + round % 3, loads.end());
+      for (auto& timed : loads) timed();
       auto uploading = clock_type::now();
       std::size_t i = 0;
       for (auto& p : target.parameters)
@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(root);
 
   double s = median(sync), a = median(stall), t = median(total), c = median(copy), r = median(resume),
-         v = median(unverified), u = median(upload);
+         d = median(direct), v = median(unverified), u = median(upload);
   double gb = double(bytes) / 1e9;
   std::printf("state: %.2f GiB on %s (weights + 2 Adam moments, float32), %d rounds, medians\n", gib,
               cuda ? "cuda" : "cpu", rounds);
@@ -165,6 +165,8 @@ int main(int argc, char** argv) {
   std::printf("resume (load, checksums verified)   %8.3f s  %6.2f GB/s\n", r, gb / r);
   std::printf("  baseline: copy of the bytes to the state %8.3f s  %6.2f GB/s  (resume / copy %.2fx)\n", u, gb / u,
               r / u);
+  std::printf("  the same load, not through the manager %8.3f s  %6.2f GB/s  (resume / load %.2fx)\n", d, gb / d,
+              r / d);
   std::printf("  the same load without checksums   %8.3f s  %6.2f GB/s  (resume / unverified %.2fx)\n", v, gb / v,
               r / v);
   return 0;
