@@ -5,7 +5,7 @@
 //     store_worker share     every rank gets rank 0's bytes
 //     store_worker timeout   rank 0 publishes nothing; the others fail within 500 ms
 //     store_worker absent    rank 0 serves no store; the others fail within 500 ms, naming
-//                            MASTER_ADDR:MASTER_PORT
+//                            MASTER_ADDR:MASTER_PORT and what they found there (refused)
 #include <cairn/comm/store.hpp>
 
 #include <chrono>
@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
         auto waited = std::chrono::steady_clock::now() - started;
         std::string message = e.what();
         auto address = env.master_addr + ":" + std::to_string(env.master_port);
-        bool named = message.find(address) != std::string::npos && message.find("500 ms") != std::string::npos;
+        bool named = message.find(address) != std::string::npos && message.find("500 ms") != std::string::npos &&
+                     message.find("refused") != std::string::npos;
         std::printf("rank %d: %s\n", env.rank, message.c_str());
         return named && waited < std::chrono::seconds(2) ? 0 : 1;
       }
