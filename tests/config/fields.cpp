@@ -2,6 +2,7 @@
 #include <boost/json.hpp> // these tests are built with CAIRN_SEPARATE_COMPILATION: cairn only declares JSON types
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -119,6 +120,23 @@ TEST_CASE("check messages") {
   auto power_of_two = satisfies([](std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }, "must be a power of two");
   CHECK(power_of_two(std::int64_t{6}) == "must be a power of two, got 6");
   CHECK(power_of_two(std::int64_t{8}) == std::nullopt);
+}
+
+TEST_CASE("in_range and the other bounds include or exclude each end as their names say") {
+  using namespace cairn::check;
+  // Both ends of in_range belong to it, for integers and floating point alike.
+  CHECK(in_range(1, 64)(1) == std::nullopt);
+  CHECK(in_range(1, 64)(64) == std::nullopt);
+  CHECK(in_range(1, 64)(0) == "must be in [1, 64], got 0");
+  CHECK(in_range(1, 64)(65) == "must be in [1, 64], got 65");
+  CHECK(in_range(0.0, 0.999999)(0.999999) == std::nullopt);
+  CHECK(in_range(0.0, 0.999999)(0.0) == std::nullopt);
+  CHECK(in_range(0.0, 0.999999)(std::nextafter(0.999999, 1.0)).has_value());
+  CHECK(in_range(0.0, 0.999999)(-0.0) == std::nullopt);
+  CHECK(at_least(3)(3) == std::nullopt);
+  CHECK(greater(3)(3) == "must be > 3, got 3");
+  CHECK(at_most(3)(4) == "must be <= 3, got 4");
+  CHECK(less(3)(2) == std::nullopt);
 }
 
 TEST_CASE("bounds compare exactly across signed and unsigned types") {

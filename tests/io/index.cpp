@@ -52,3 +52,18 @@ TEST_CASE("malformed indexes are refused, naming the file") {
   std::ofstream(path) << "{";
   CHECK_THROWS_WITH_AS(read_index(path), doctest::Contains("not valid JSON"), io_error);
 }
+
+TEST_CASE("an index is read within a limit, once per key, from a regular file only") {
+  temp_dir dir;
+  auto path = dir / "i.json";
+  std::ofstream(path) << R"({"weight_map": {"w": "a.safetensors", "w": "b.safetensors"}})";
+  CHECK_THROWS_WITH_AS(read_index(path), (path.string() + ": duplicate key 'weight_map.w'").c_str(), io_error);
+  std::ofstream(path) << R"({"weight_map": {"w": "a.safetensors"}})";
+  CHECK_THROWS_WITH_AS(read_index(path, 10), (path.string() + ": 38 bytes, larger than the limit of 10 bytes").c_str(),
+                       io_error);
+  std::filesystem::resize_file(path, std::uint64_t{8} << 30); // 8 GiB, sparse
+  CHECK_THROWS_WITH_AS(read_index(path),
+                       (path.string() + ": 8589934592 bytes, larger than the limit of 1024 MiB").c_str(), io_error);
+  CHECK_THROWS_WITH_AS(read_index("/dev/zero"), "/dev/zero: not a regular file (a FIFO, socket or device): refused",
+                       io_error);
+}

@@ -185,6 +185,23 @@ TEST_CASE("the writer refuses what it cannot write correctly") {
   CHECK_THROWS_WITH_AS(writer.add("c", dtype::I32, {4}, std::as_bytes(std::span(values)), dtype::F32),
                        doctest::Contains("tensor 'c': cannot convert I32 to F32"), io_error);
   CHECK_THROWS_AS(writer.add("__metadata__", dtype::F32, {4}, std::as_bytes(std::span(values))), io_error);
+  CHECK_THROWS_WITH_AS(writer.declare("d", dtype::U8, {std::uint64_t{1} << 63, 0}),
+                       doctest::Contains("shape too large"), io_error);
+}
+
+TEST_CASE("the writer never writes a header its readers refuse") {
+  temp_dir dir;
+  std::vector<std::uint16_t> values{1, 2};
+  safetensors_writer writer(dir / "big.safetensors");
+  writer.add("u", dtype::U16, {2}, std::as_bytes(std::span(values)));
+  writer.set_metadata("notes", std::string(max_header_size, 'n'));
+  CHECK_THROWS_WITH_AS(writer.write(), doctest::Contains("bytes safetensors readers accept"), io_error);
+  CHECK(std::filesystem::is_empty(dir.path)); // nothing written, not even a temporary file
+  writer.set_metadata("notes", "short");
+  writer.write();
+  safetensors_file file(dir / "big.safetensors");
+  CHECK(file.at("u").dtype == dtype::U16);
+  CHECK(file.at("u").shape == std::vector<std::uint64_t>{2});
 }
 
 TEST_CASE("a streamed file (declared, then written one tensor at a time) equals one written whole") {

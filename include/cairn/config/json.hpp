@@ -64,10 +64,16 @@ CAIRN_DECL boost::json::value parse_json(std::string_view text, std::string_view
 /// data file) is an error before it fills memory.
 inline constexpr std::size_t max_config_file_size = std::size_t{64} << 20;
 
+/// The largest JSON file cairn reads when not told otherwise (1 GiB): checkpoint metadata
+/// that enumerates every rank's layout grows with ranks × parameters; a sparse file or a device
+/// named in its place is refused before it is read.
+inline constexpr std::size_t max_json_file_size = std::size_t{1} << 30;
+
 /// Reads a JSON file (a `std::filesystem::path` converts) of at most `limit` bytes; an
-/// unreadable or larger file, a syntax error or a key given twice in one object is a
-/// config_error naming the file.
-CAIRN_DECL boost::json::value read_json_file(std::string const& file, std::size_t limit = std::size_t(-1));
+/// unreadable or larger file, something other than a regular file (a FIFO, a device: refused
+/// without blocking), a syntax error or a key given twice in one object is a config_error
+/// naming the file.
+CAIRN_DECL boost::json::value read_json_file(std::string const& file, std::size_t limit = max_json_file_size);
 
 /// A config file format besides JSON, chosen by file name extension. <cairn/config/yaml.hpp>
 /// registers YAML (".yaml", ".yml") in every program that includes it.

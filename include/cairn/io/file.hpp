@@ -131,7 +131,8 @@ private:
 /// Writes `bytes` to `path` durably and atomically.
 CAIRN_DECL void write_file_atomically(std::filesystem::path const& path, std::span<std::byte const> bytes);
 
-/// A whole file mapped read-only into memory.
+/// A whole regular file mapped read-only into memory (a FIFO, device or directory is an io_error,
+/// refused without blocking).
 class mapped_file {
 public:
   CAIRN_DECL explicit mapped_file(std::filesystem::path path);

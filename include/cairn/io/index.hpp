@@ -5,6 +5,7 @@
 
 #include <boost/json/object.hpp>
 
+#include <cstddef>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -26,9 +27,15 @@ struct safetensors_index {
 /// with no `..` component.
 CAIRN_DECL bool stays_inside(std::string const& name);
 
-/// Reads an index file. A file name that escapes the index's directory, a tensor mapped to
-/// something other than a string, or a malformed document is an io_error naming the file.
-CAIRN_DECL safetensors_index read_index(std::filesystem::path const& path);
+/// The largest index file `read_index` reads by default (1 GiB: a state_dict index holds the
+/// checkpoint's metadata; Hugging Face's are a few MiB).
+inline constexpr std::size_t max_index_size = std::size_t{1} << 30;
+
+/// Reads an index file of at most `limit` bytes. A file name that escapes the index's
+/// directory, a tensor mapped to something other than a string, a key given twice, a larger
+/// file, something other than a regular file or a malformed document is an io_error naming the
+/// file.
+CAIRN_DECL safetensors_index read_index(std::filesystem::path const& path, std::size_t limit = max_index_size);
 
 /// Writes an index file durably and atomically.
 CAIRN_DECL void write_index(std::filesystem::path const& path, safetensors_index const& index);

@@ -19,9 +19,10 @@
 
 namespace cairn::io {
 
-/// Headers larger than this are refused: no real file has one, and a forged length must not
-/// make a reader allocate or scan gigabytes.
-inline constexpr std::uint64_t max_header_size = 100u << 20;
+/// Headers larger than this (100,000,000 bytes, the limit of Hugging Face's own safetensors) are
+/// refused by the reader and never written: no real file has one, a forged length must not make
+/// a reader allocate or scan gigabytes, and a file cairn writes must load everywhere.
+inline constexpr std::uint64_t max_header_size = 100'000'000;
 
 /// The `__metadata__` key under which a tensor's XXH3 checksum is stored.
 inline constexpr std::string_view checksum_key_prefix = "cairn.xxh3:";
@@ -47,8 +48,10 @@ struct tensor_info {
 struct safetensors_header {
   std::vector<tensor_info> tensors; ///< in the order of their bytes
   std::map<std::string, std::string> metadata;
-  std::uint64_t data_offset = 0; ///< where the data section starts in the file
+  std::uint64_t data_offset = 0;      ///< where the data section starts in the file
+  std::vector<std::uint32_t> by_name; ///< indices of `tensors` in name order, for `find`
 
+  /// The tensor named `name`, or null: a binary search (a file may hold thousands).
   [[nodiscard]] CAIRN_DECL tensor_info const* find(std::string_view name) const noexcept;
 };
 
@@ -66,9 +69,11 @@ CAIRN_DECL tensor_info parse_tensor_entry(std::string name, boost::json::value c
 
 /// Parses and checks the header of a safetensors file held in `file` (the whole file, or at
 /// least its first 8 + header-length bytes when `file_size` is given). Every inconsistency is an
-/// io_error naming `source` and the tensor: a header length beyond the file or beyond 100 MiB,
-/// invalid JSON, duplicate names, unknown dtypes, shapes whose size overflows, offsets out of
-/// range, overlapping or out of order, bytes no tensor covers, byte counts that do not match.
+/// io_error naming `source` and the tensor: a header length beyond the file or beyond
+/// `max_header_size`, invalid JSON, a key given twice in any object (two tensors of one name, a
+/// tensor's "dtype" twice), unknown dtypes, dimensions of 2^63 or more, shapes whose size
+/// overflows, offsets out of range, overlapping or out of order, bytes no tensor covers, byte
+/// counts that do not match.
 CAIRN_DECL safetensors_header parse_header(std::span<std::byte const> file, std::filesystem::path const& source);
 
 /// A safetensors file, mapped read-only: tensors are spans over the mapping, never copied.

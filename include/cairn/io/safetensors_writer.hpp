@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,7 +62,8 @@ public:
   CAIRN_DECL void write();
 
   /// Starts the file (a temporary one until `commit`) with its header; after it, `put` each
-  /// declared tensor in the order declared.
+  /// declared tensor in the order declared. A header larger than `max_header_size` (readers
+  /// refuse it) is an io_error before anything is written.
   CAIRN_DECL void open();
 
   /// Writes the bytes (of its source type) of declared tensor `name`, the next one in order.
@@ -95,6 +97,7 @@ private:
   std::filesystem::path path_;
   checksums policy_;
   std::vector<entry> entries_;
+  std::set<std::string, std::less<>> names_; // of entries_, to refuse a name given twice
   std::map<std::string, std::string> metadata_;
   std::unique_ptr<atomic_file> file_; // a pointer: the writer stays movable
   std::size_t next_ = 0;

@@ -132,9 +132,11 @@ CAIRN_DECL void write_file_atomically(std::filesystem::path const& path, std::sp
 }
 
 CAIRN_DECL mapped_file::mapped_file(std::filesystem::path path)
-    : path_(std::move(path)), fd_(open_file(path_, O_RDONLY)) {
+    : path_(std::move(path)), fd_(open_file(path_, O_RDONLY | O_NONBLOCK | O_NOCTTY)) { // a FIFO must not block
   struct stat info {};
   if (::fstat(fd_.get(), &info) != 0) throw system_error(path_, "cannot stat");
+  if (S_ISDIR(info.st_mode)) throw io_error(path_, "a directory, not a file");
+  if (!S_ISREG(info.st_mode)) throw io_error(path_, "not a regular file (a FIFO, socket or device): refused");
   size_ = static_cast<std::size_t>(info.st_size);
   if (size_ == 0) return;
   void* data = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_.get(), 0);

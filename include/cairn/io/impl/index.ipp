@@ -2,6 +2,8 @@
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/detail/json_keys.hpp>
+#include <cairn/detail/read_file.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/index.hpp>
@@ -11,10 +13,8 @@
 #include <boost/json/serialize.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,14 +35,14 @@ CAIRN_DECL bool stays_inside(std::string const& name) {
   return true;
 }
 
-CAIRN_DECL safetensors_index read_index(std::filesystem::path const& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw system_error(path, "cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
+CAIRN_DECL safetensors_index read_index(std::filesystem::path const& path, std::size_t limit) {
+  std::string text;
+  if (auto problem = cairn::detail::read_regular_file(path, limit, text); !problem.empty())
+    throw io_error(path, problem);
   boost::system::error_code ec;
-  auto document = boost::json::parse(text.str(), ec);
+  auto document = boost::json::parse(text, ec);
   if (ec) throw io_error(path, "not valid JSON: " + ec.message());
+  if (auto duplicate = cairn::detail::duplicate_key(text)) throw io_error(path, "duplicate key '" + *duplicate + "'");
   if (!document.is_object()) throw io_error(path, "an index must be a JSON object");
   safetensors_index index;
   auto const& object = document.get_object();

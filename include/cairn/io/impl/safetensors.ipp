@@ -2,9 +2,9 @@
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/detail/json_keys.hpp>
 #include <cairn/io/checksum.hpp>
 #include <cairn/io/detail/checked.hpp>
-#include <cairn/io/detail/json_keys.hpp>
 #include <cairn/io/dtype.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
@@ -15,6 +15,7 @@
 #include <boost/json/value.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -34,9 +35,9 @@ CAIRN_DECL std::uint64_t tensor_info::numel() const noexcept {
 }
 
 CAIRN_DECL tensor_info const* safetensors_header::find(std::string_view name) const noexcept {
-  for (auto const& t : tensors)
-    if (t.name == name) return &t;
-  return nullptr;
+  auto at = std::lower_bound(by_name.begin(), by_name.end(), name,
+                             [&](std::uint32_t i, std::string_view n) { return tensors[i].name < n; });
+  return at != by_name.end() && tensors[*at].name == name ? &tensors[*at] : nullptr;
 }
 
 } // namespace cairn::io
@@ -77,6 +78,9 @@ CAIRN_DECL tensor_info parse_tensor_entry(std::string name, boost::json::value c
   std::uint64_t numel = 1;
   for (auto const& d : shape->get_array()) {
     info.shape.push_back(header_number(d, source, where + ": shape dimension"));
+    // libtorch and every reader index with signed 64-bit sizes.
+    if (info.shape.back() > std::uint64_t{INT64_MAX})
+      throw io_error(source, where + ": shape dimension " + std::to_string(info.shape.back()) + " is 2^63 or more");
     auto product = checked_multiply(numel, info.shape.back());
     if (!product) throw io_error(source, where + ": shape has more elements than 64 bits can count");
     numel = *product;
@@ -116,9 +120,7 @@ CAIRN_DECL safetensors_header parse_header(std::span<std::byte const> file, std:
   if (ec) throw io_error(source, "header is not valid JSON: " + ec.message());
   if (!document.is_object()) throw io_error(source, "header must be a JSON object");
 
-  auto keys = detail::top_level_keys(text);
-  std::sort(keys.begin(), keys.end());
-  if (auto dup = std::adjacent_find(keys.begin(), keys.end()); dup != keys.end())
+  if (auto dup = cairn::detail::duplicate_key(text))
     throw io_error(source, "duplicate entry '" + *dup + "' in the header");
 
   safetensors_header header;
@@ -154,6 +156,10 @@ CAIRN_DECL safetensors_header parse_header(std::span<std::byte const> file, std:
   }
   if (covered != data_size)
     throw io_error(source, std::to_string(data_size - covered) + " bytes after the last tensor are not covered");
+  header.by_name.resize(header.tensors.size());
+  for (std::uint32_t i = 0; i < header.by_name.size(); ++i) header.by_name[i] = i;
+  std::sort(header.by_name.begin(), header.by_name.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return header.tensors[a].name < header.tensors[b].name; });
   return header;
 }
 

@@ -40,18 +40,20 @@ CAIRN_DECL void safetensors_writer::declare(std::string name, dtype source_type,
                                             std::optional<dtype> stored_type) {
   if (file_) throw io_error(path_, "tensor '" + name + "' declared after the file was opened");
   if (name == "__metadata__") throw io_error(path_, "'__metadata__' cannot name a tensor");
-  if (std::any_of(entries_.begin(), entries_.end(), [&](entry const& e) { return e.name == name; }))
-    throw io_error(path_, "tensor '" + name + "' added twice");
+  if (names_.contains(name)) throw io_error(path_, "tensor '" + name + "' added twice");
   std::uint64_t numel = 1;
   for (auto d : shape) {
     auto product = detail::checked_multiply(numel, d);
-    if (!product) throw io_error(path_, "tensor '" + name + "': shape too large");
+    if (!product || d > std::uint64_t{INT64_MAX}) throw io_error(path_, "tensor '" + name + "': shape too large");
     numel = *product;
   }
   auto stored = stored_type.value_or(source_type);
+  if (!detail::checked_multiply(numel, size_of(stored)))
+    throw io_error(path_, "tensor '" + name + "': shape too large");
   if (!convertible(source_type, stored))
     throw io_error(path_, "tensor '" + name + "': cannot convert " + std::string(io::name(source_type)) + " to " +
                               std::string(io::name(stored)));
+  names_.insert(name);
   entries_.push_back({std::move(name), source_type, stored, std::move(shape), {}, numel, numel * size_of(stored), 0});
 }
 
@@ -68,6 +70,11 @@ CAIRN_DECL void safetensors_writer::open() {
     offset += e.stored_size;
   }
   auto placeholder = header_text(); // checksums are not known yet: same length, patched in commit
+  if (placeholder.size() > max_header_size)
+    throw io_error(path_, "a header of " + std::to_string(placeholder.size()) + " bytes (" +
+                              std::to_string(entries_.size()) + " tensors) exceeds the " +
+                              std::to_string(max_header_size) +
+                              " bytes safetensors readers accept: spread the tensors over more files");
   file_ = std::make_unique<atomic_file>(path_);
   auto length = static_cast<std::uint64_t>(placeholder.size());
   std::byte prefix[8];

@@ -1,0 +1,64 @@
+#pragma once
+
+// Reading a small file whole (a config, metadata.json, an index, a completion marker) without
+// trusting what the path names: a FIFO would block, a device or /proc file never ends, a sparse
+// file of gigabytes would fill memory. Each layer turns the reason into its own error type.
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace cairn::detail {
+
+/// "64 MiB", "100000000 bytes": a limit as people read it.
+inline std::string size_text(std::size_t bytes) {
+  if (bytes >= (std::size_t{1} << 20) && bytes % (std::size_t{1} << 20) == 0)
+    return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+/// Reads the regular file `path` whole into `text`, refusing more than `limit` bytes. Returns
+/// the empty string, or why it cannot: not there, not a regular file (a FIFO or device is
+/// refused without blocking), larger than the limit, unreadable.
+inline std::string read_regular_file(std::filesystem::path const& path, std::size_t limit, std::string& text) {
+  text.clear();
+  int fd = 0;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return std::string("cannot open: ") + std::strerror(errno);
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_it{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) return std::string("cannot stat: ") + std::strerror(errno);
+  if (S_ISDIR(info.st_mode)) return "a directory, not a file";
+  if (!S_ISREG(info.st_mode)) return "not a regular file (a FIFO, socket or device): refused";
+  if (static_cast<std::uint64_t>(info.st_size) > limit)
+    return std::to_string(info.st_size) + " bytes, larger than the limit of " + size_text(limit);
+  text.resize(static_cast<std::size_t>(info.st_size));
+  std::size_t have = 0;
+  for (;;) {
+    if (have == text.size()) {
+      if (text.size() > limit) return "larger than the limit of " + size_text(limit);
+      auto room = limit - text.size(); // one byte past the limit tells a file that grew beyond it
+      text.resize(text.size() + (room >= (std::size_t{1} << 16) ? (std::size_t{1} << 16) : room + 1));
+    }
+    auto n = ::read(fd, text.data() + have, text.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::string("cannot read: ") + std::strerror(errno);
+    if (n == 0) break;
+    have += static_cast<std::size_t>(n);
+  }
+  text.resize(have);
+  return {};
+}
+
+} // namespace cairn::detail
