@@ -21,6 +21,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,18 +31,53 @@ namespace cairn {
 struct convert_config {
   checkpoint_load_metadata_config input;
   checkpoint_save_config output;
+  bool replace = false;
 
   convert_config() { output.optimizer_state = true; }
 };
-BOOST_DESCRIBE_STRUCT(convert_config, (), (input, output))
+BOOST_DESCRIBE_STRUCT(convert_config, (), (input, output, replace))
 
 constexpr auto cairn_fields(convert_config const*) {
   return fields(field(&convert_config::input, "The checkpoint to convert (path and format).", hint::core),
                 field(&convert_config::output,
                       "Where and how to write it: path, format, which state (weights, optimizer_state: whatever "
                       "the input holds by default), parameters_per_file, data_type.",
-                      hint::core));
+                      hint::core),
+                field(&convert_config::replace,
+                      "Replace output.path when it is a directory that is not empty (an earlier conversion). A "
+                      "save of an experiment (checkpoints/<n>, export/<n>, or any directory with a completion "
+                      "marker) is never replaced.",
+                      hint::feature));
 }
+
+/// The output directory of a conversion: written under a staging name beside it
+/// (`.<name>.partial-<id>`) and renamed into place once whole, so that no reader ever sees half a
+/// conversion, a failed one leaves nothing, and two conversions into one path never mix files.
+class staged_output {
+public:
+  /// Refuses, as a config_error on `output.path`, an output that exists but is not a directory,
+  /// that holds a save of an experiment (never replaced), or that is a directory with anything
+  /// in it unless `replace`; then makes the staging directory.
+  CAIRN_DECL staged_output(std::filesystem::path output, bool replace);
+  staged_output(staged_output const&) = delete;
+  staged_output& operator=(staged_output const&) = delete;
+  /// Removes the staging directory unless committed.
+  CAIRN_DECL ~staged_output();
+
+  /// Where the conversion writes its files.
+  [[nodiscard]] std::filesystem::path const& path() const noexcept { return staging_; }
+
+  /// Puts the staged directory in the output's place, durably: an empty directory there is
+  /// replaced; a non-empty one (with `replace`) is set aside, then removed. An output that
+  /// another conversion put in place meanwhile is an error, and nothing of it is touched.
+  CAIRN_DECL void commit();
+
+private:
+  std::filesystem::path output_;
+  std::filesystem::path staging_;
+  bool replace_;
+  bool committed_ = false;
+};
 
 /// A checkpoint read without the model: every parameter whole, one tensor at a time.
 class checkpoint_reader {
@@ -56,18 +92,27 @@ public:
   [[nodiscard]] CAIRN_DECL std::vector<std::byte> read(parameter_layout const& p, std::string const& shard);
 
 private:
-  CAIRN_DECL io::safetensors_file const& file(std::filesystem::path const& path);
+  /// The file at `path`, opened once, after checking it is a file of this save (rank `rank`'s,
+  /// for a distributed one).
+  CAIRN_DECL io::safetensors_file const& file(std::filesystem::path const& path, std::optional<int> rank);
 
   checkpoint_load_metadata_config input_;
   checkpoint_metadata metadata_;
   io::safetensors_index index_;
   std::map<std::string, parameter_layout> parameters_;
+  std::map<std::string, std::vector<std::pair<int, shard_layout>>> holders_; ///< distributed: who wrote what
   std::map<std::string, std::unique_ptr<io::safetensors_file>> files_;
 };
 
 /// A config_error when `output` is `input`, or one is inside the other: a conversion never
 /// writes into or over what it reads.
 CAIRN_DECL void refuse_overlap(std::filesystem::path const& input, std::filesystem::path const& output);
+
+namespace detail {
+/// An error when `input` is a save of an experiment that is not complete (no marker, or files
+/// other than its marker lists): a conversion never reads half a save.
+CAIRN_DECL void refuse_incomplete_save(std::filesystem::path const& input);
+} // namespace detail
 
 /// Converts the checkpoint `config.input` names into `config.output`, checksums verified;
 /// returns a one-line summary.

@@ -38,6 +38,7 @@ std::string convert(convert_config const& config, converter<Model> const& conv, 
   bool from_external = config.input.format == checkpoint_format::external;
   if (!from_external && config.output.format != checkpoint_format::external) return convert_checkpoint(config);
   refuse_overlap(config.input.path, config.output.path);
+  cairn::detail::refuse_incomplete_save(config.input.path);
   auto model = from_external ? load_config(conv, config.input.path, config.input.model_type)
                              : program.model_of(read_stored_metadata(config.input.path, config.input.format).config);
   auto state = program.state(model);
@@ -50,15 +51,18 @@ std::string convert(convert_config const& config, converter<Model> const& conv, 
     external::load(state, comm, conv, model, load);
   else
     load_checkpoint(state, comm, load);
+  staged_output staged(config.output.path, config.replace); // written aside, renamed into place when whole
   auto save = config.output;
+  save.path = staged.path();
   save.model_weights = true;
   save.optimizer_state = false; // the external format holds none
   if (save.format == checkpoint_format::external)
     external::save(state, comm, conv, model, save);
   else
     save_checkpoint(state, comm, save, program.stored_config(model));
+  staged.commit();
   return "converted " + std::to_string(state.parameters.size()) + " parameters from " +
-         format_name(config.input.format) + " to " + format_name(save.format) + " in " + save.path.string();
+         format_name(config.input.format) + " to " + format_name(save.format) + " in " + config.output.path.string();
 }
 
 } // namespace cairn::external

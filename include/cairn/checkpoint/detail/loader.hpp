@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -29,6 +30,7 @@ public:
          verification verify)
       : state_(state), path_(config.path), verify_(verify) {
     state.check();
+    for (auto const& p : state.parameters) live_.insert(p.layout.name);
     for (auto i : selected_shards(state.shard_names, config.model_weights, config.optimizer_state)) {
       auto const& name = state.shard_names[i];
       if (std::find(saved_shards.begin(), saved_shards.end(), name) == saved_shards.end())
@@ -48,11 +50,12 @@ public:
     return *slot;
   }
 
-  /// Tensor `tensor` of `file`, saved with layout `saved`, with its checksum when verifying.
-  /// Throws cairn::error naming the file when the tensor is not there.
-  [[nodiscard]] load_source source(io::safetensors_file const& file, std::string const& tensor,
-                                   shard_layout saved) const {
-    return source_from(file, file.at(tensor), std::move(saved), verify_);
+  /// Tensor `tensor` of `file`, saved as `dtype` with layout `saved`, with its checksum when
+  /// verifying. Throws cairn::error naming the file when the tensor is not there, or holds
+  /// another number of elements or another type than the metadata says.
+  [[nodiscard]] load_source source(io::safetensors_file const& file, std::string const& tensor, shard_layout saved,
+                                   io::dtype dtype) const {
+    return source_from(file, file.at(tensor), std::move(saved), dtype, verify_);
   }
 
   /// Loads shard `live_index` of `p` from `sources`; what does not add up goes to the report
@@ -78,7 +81,7 @@ public:
   void missing(std::string const& parameter) { problem(parameter, "missing from the checkpoint"); }
   /// A parameter of the checkpoint: a problem when the model has none of that name.
   void saved(std::string const& parameter) {
-    if (!state_.find(parameter)) problem(parameter, "in the checkpoint but not in the model");
+    if (!live_.contains(parameter)) problem(parameter, "in the checkpoint but not in the model");
   }
 
   /// Throws on every rank when any rank found a problem. Collective.
@@ -94,6 +97,7 @@ private:
   model_state& state_;
   std::filesystem::path path_;
   verification verify_;
+  std::set<std::string, std::less<>> live_; // the model's parameter names
   std::vector<std::pair<std::size_t, std::string>> shards_;
   std::map<std::string, std::unique_ptr<io::safetensors_file>> files_;
   load_report report_;

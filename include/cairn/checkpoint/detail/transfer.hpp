@@ -45,11 +45,19 @@ struct load_source {
   io::tensor_info const* tensor = nullptr;
 };
 
-/// A load_source for tensor `t` of `file`, saved with layout `layout`. When verifying, the
-/// tensor must have a checksum: cairn records one for every tensor it writes, so one that is
-/// missing means the file was altered.
+/// A load_source for tensor `t` of `file`, saved as `dtype` with layout `layout` (what the
+/// checkpoint's metadata says). The file's tensor must hold exactly the layout's elements, of
+/// that type, before any byte is read: metadata that claims more would read past the tensor into
+/// its neighbours, or past the file. When verifying, the tensor must have a checksum: cairn
+/// records one for every tensor it writes, so one that is missing means the file was altered.
 inline load_source source_from(io::safetensors_file const& file, io::tensor_info const& t, shard_layout layout,
-                               verification verify) {
+                               io::dtype dtype, verification verify) {
+  if (t.numel() != layout.numel())
+    throw io::io_error(file.path(), "tensor '" + t.name + "' holds " + std::to_string(t.numel()) +
+                                        " elements, the checkpoint's metadata says " + std::to_string(layout.numel()));
+  if (t.dtype != dtype)
+    throw io::io_error(file.path(), "tensor '" + t.name + "' is stored as " + std::string(io::name(t.dtype)) +
+                                        ", the checkpoint's metadata says " + std::string(io::name(dtype)));
   std::optional<std::uint64_t> checksum;
   if (verify == verification::checksums) {
     auto it = file.metadata().find(io::checksum_key(t.name));

@@ -4,12 +4,14 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/convert.hpp>
-#include <cairn/io/error.hpp>
+#include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/config/docs.hpp>
 #include <cairn/config/json.hpp>
+#include <cairn/io/error.hpp>
+#include <cairn/io/file.hpp>
 #include <cairn/io/safetensors.hpp>
 #include <cairn/io/safetensors_writer.hpp>
 #include <cairn/progress.hpp>
@@ -21,6 +23,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <system_error>
+#include <unistd.h>
 #include <vector>
 
 namespace cairn {
@@ -28,12 +32,14 @@ namespace cairn {
 CAIRN_DECL checkpoint_reader::checkpoint_reader(checkpoint_load_metadata_config const& input) : input_(input) {
   if (input.format == checkpoint_format::distributed) {
     metadata_ = read_checkpoint_metadata(formats::metadata_file(input.path));
-    for (auto const& rank : metadata_.ranks)
-      for (auto const& p : rank.parameters) {
+    for (std::size_t r = 0; r < metadata_.ranks.size(); ++r)
+      for (auto const& p : metadata_.ranks[r].parameters) {
         auto whole = p;
         whole.replicated = false;
         whole.shard = shard_layout::whole(p.shape);
         parameters_.try_emplace(p.name, whole);
+        // Replicated parameters are in rank 0's file only.
+        if (!p.replicated || r == 0) holders_[p.name].emplace_back(static_cast<int>(r), p.shard);
       }
   } else if (input.format == checkpoint_format::state_dict) {
     auto index_path = formats::state_dict_index(input.path);
@@ -54,32 +60,47 @@ CAIRN_DECL checkpoint_reader::checkpoint_reader(checkpoint_load_metadata_config 
 
 CAIRN_DECL std::vector<std::byte> checkpoint_reader::read(parameter_layout const& p, std::string const& shard) {
   auto tensor = cairn::tensor_name(p.name, shard);
-  auto size = io::size_of(p.dtype);
-  std::vector<std::byte> whole(cairn::whole_numel(p) * size);
-  std::uint64_t written = 0;
-  auto copy_from = [&](io::safetensors_file const& file, shard_layout const& saved, std::optional<int> rank) {
-    if (auto problem = identity_problem(file, metadata_, rank)) throw io::io_error(file.path(), *problem);
+  // Where the parameter's elements are: each file's tensor checked against what the metadata
+  // says of it (elements, type) before anything is allocated or read.
+  struct piece {
+    io::safetensors_file const* file;
+    io::tensor_info const* info;
+    shard_layout saved;
+  };
+  std::vector<piece> pieces;
+  auto add = [&](io::safetensors_file const& file, shard_layout saved, std::optional<int> rank) {
     auto const& t = file.at(tensor);
-    file.verify(t); // every tensor of cairn's formats has a checksum
     if (t.dtype != p.dtype)
-      throw io::io_error(file.path(), "tensor '" + tensor + "' is not stored as its metadata says");
-    auto bytes = file.bytes(t);
+      throw io::io_error(file.path(), "tensor '" + tensor + "' is stored as " + std::string(io::name(t.dtype)) +
+                                          ", the checkpoint's metadata says " + std::string(io::name(p.dtype)));
+    if (!rank && t.shape != p.shape) // whole tensors keep their shape; rank files hold flat ones
+      throw io::io_error(file.path(), "tensor '" + tensor + "' has shape " + shape_text(t.shape) + ", the index says " +
+                                          shape_text(p.shape));
+    if (t.numel() != saved.numel())
+      throw io::io_error(file.path(), "tensor '" + tensor + "' holds " + std::to_string(t.numel()) +
+                                          " elements, the checkpoint's metadata says " + std::to_string(saved.numel()));
+    pieces.push_back({&file, &t, std::move(saved)});
+  };
+  if (input_.format == checkpoint_format::distributed) {
+    if (auto held = holders_.find(p.name); held != holders_.end())
+      for (auto const& [rank, saved] : held->second)
+        add(file(formats::rank_file(input_.path, rank), rank), saved, rank);
+  } else {
+    auto entry = index_.weight_map.find(tensor);
+    if (entry == index_.weight_map.end()) throw error("'" + tensor + "' is not in the index");
+    add(file(input_.path / entry->second, std::nullopt), shard_layout::whole(p.shape), std::nullopt);
+  }
+  auto size = io::size_of(p.dtype);
+  std::vector<std::byte> whole(cairn::whole_numel(p) * size); // the pieces tile it: no larger than they are
+  std::uint64_t written = 0;
+  for (auto const& [file, t, saved] : pieces) {
+    file->verify(*t); // every tensor of cairn's formats has a checksum
+    auto bytes = file->bytes(*t);
     for (auto const& run : overlap(p.shape, saved, shard_layout::whole(p.shape))) {
       std::memcpy(whole.data() + run.target * size, bytes.data() + run.source * size, run.length * size);
       written += run.length;
       progress_scope::count(run.length * size);
     }
-  };
-  if (input_.format == checkpoint_format::distributed) {
-    for (std::size_t r = 0; r < metadata_.ranks.size(); ++r) {
-      auto const* saved = metadata_.ranks[r].find(p.name);
-      if (!saved || (saved->replicated && r != 0)) continue;
-      copy_from(file(formats::rank_file(input_.path, static_cast<int>(r))), saved->shard, static_cast<int>(r));
-    }
-  } else {
-    auto entry = index_.weight_map.find(tensor);
-    if (entry == index_.weight_map.end()) throw error("'" + tensor + "' is not in the index");
-    copy_from(file(input_.path / entry->second), shard_layout::whole(p.shape), std::nullopt);
   }
   if (written != cairn::whole_numel(p))
     throw error("'" + tensor + "': the checkpoint holds " + std::to_string(written) + " of its " +
@@ -87,9 +108,15 @@ CAIRN_DECL std::vector<std::byte> checkpoint_reader::read(parameter_layout const
   return whole;
 }
 
-CAIRN_DECL io::safetensors_file const& checkpoint_reader::file(std::filesystem::path const& path) {
+CAIRN_DECL io::safetensors_file const& checkpoint_reader::file(std::filesystem::path const& path,
+                                                               std::optional<int> rank) {
   auto& slot = files_[path.string()];
-  if (!slot) slot = std::make_unique<io::safetensors_file>(path);
+  if (!slot) {
+    // Its identity, once: a file of another save (or rank) is refused before anything is read.
+    auto opened = std::make_unique<io::safetensors_file>(path);
+    if (auto problem = identity_problem(*opened, metadata_, rank)) throw io::io_error(path, *problem);
+    slot = std::move(opened);
+  }
   return *slot;
 }
 
@@ -103,9 +130,90 @@ CAIRN_DECL void refuse_overlap(std::filesystem::path const& input, std::filesyst
                                             "': write the conversion somewhere else"}});
 }
 
-CAIRN_DECL std::string convert_checkpoint(convert_config const& config) {
-  refuse_overlap(config.input.path, config.output.path);
-  checkpoint_reader reader(config.input);
+namespace detail {
+
+/// A name no other process picks: the pid and 64 random bits.
+inline std::string unique_suffix() { return std::to_string(::getpid()) + "-" + new_save_id().substr(0, 16); }
+
+/// Whether `dir` has any entry.
+inline bool has_entries(std::filesystem::path const& dir) {
+  std::error_code ec;
+  return std::filesystem::directory_iterator(dir, ec) != std::filesystem::directory_iterator();
+}
+
+} // namespace detail
+
+CAIRN_DECL staged_output::staged_output(std::filesystem::path output, bool replace)
+    : output_(std::move(output)), replace_(replace) {
+  auto refuse = [&](std::string const& why) {
+    throw config_error({{"output.path", "'" + output_.string() + "' " + why}});
+  };
+  auto name = output_.lexically_normal().filename();
+  if (name.empty() || name == "." || name == "..")
+    name = std::filesystem::absolute(output_).lexically_normal().filename();
+  if (name.empty()) refuse("names no directory that can be written");
+  std::error_code ec;
+  auto status = std::filesystem::symlink_status(output_, ec);
+  if (std::filesystem::exists(status)) {
+    if (!std::filesystem::is_directory(std::filesystem::status(output_, ec))) refuse("exists and is not a directory");
+    if (auto save = save_status(output_); save.is_save)
+      refuse("is a save of an experiment: a conversion never replaces one; write it somewhere else");
+    if (detail::has_entries(output_) && !replace_)
+      refuse("is not empty: write the conversion somewhere else, or give replace=true to replace it");
+  }
+  auto parent = output_.parent_path();
+  if (parent.empty()) parent = ".";
+  io::make_directories(parent);
+  staging_ = parent / ("." + name.string() + ".partial-" + detail::unique_suffix());
+  io::make_directories(staging_);
+}
+
+CAIRN_DECL staged_output::~staged_output() {
+  if (committed_) return;
+  std::error_code ec;
+  std::filesystem::remove_all(staging_, ec);
+}
+
+CAIRN_DECL void staged_output::commit() {
+  io::fsync_directory(staging_);
+  auto parent = staging_.parent_path();
+  std::filesystem::path aside;
+  std::error_code ec;
+  if (std::filesystem::is_directory(output_, ec) && detail::has_entries(output_)) {
+    if (!replace_)
+      throw config_error({{"output.path", "'" + output_.string() +
+                                              "' was written by something else during the conversion: left as "
+                                              "it is; the conversion is not kept"}});
+    if (save_status(output_).is_save)
+      throw config_error({{"output.path", "'" + output_.string() +
+                                              "' became a save of an experiment during the "
+                                              "conversion: left as it is"}});
+    aside = parent / ("." + staging_.filename().string().substr(1) + ".replaced");
+    io::rename_path(output_, aside);
+  }
+  try {
+    io::rename_path(staging_, output_); // an empty directory in the way is replaced atomically
+  } catch (io::io_error const&) {
+    if (!aside.empty()) io::rename_path(aside, output_); // put it back
+    throw;
+  }
+  committed_ = true;
+  io::fsync_directory(parent);
+  if (!aside.empty()) io::remove_tree(aside);
+}
+
+CAIRN_DECL void detail::refuse_incomplete_save(std::filesystem::path const& input) {
+  if (auto status = save_status(input); status.is_save && status.problem)
+    throw error("input.path: not a complete save: " + *status.problem);
+}
+
+CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
+  refuse_overlap(requested.input.path, requested.output.path);
+  detail::refuse_incomplete_save(requested.input.path);
+  checkpoint_reader reader(requested.input);
+  staged_output staged(requested.output.path, requested.replace);
+  auto config = requested;
+  config.output.path = staged.path();
   auto const& in = reader.metadata();
   checkpoint_metadata out;
   out.format = config.output.format;
@@ -120,7 +228,7 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& config) {
   std::uint64_t input_bytes = 0;
   for (auto const& [name, p] : reader.parameters())
     input_bytes += cairn::whole_numel(p) * io::size_of(p.dtype) * out.shard_names.size();
-  progress_scope progress("converting", config.output.path.string(), 2 * input_bytes); // read, then written
+  progress_scope progress("converting", requested.output.path.string(), 2 * input_bytes); // read, then written
 
   cairn::io::make_directories(config.output.path);
   std::vector<std::vector<std::byte>> buffers; // alive until their file is written
@@ -174,8 +282,9 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& config) {
     throw error("convert writes the distributed and state_dict formats; the external format needs the model's "
                 "converter (see the example trainer)");
   }
+  staged.commit();
   return "converted " + std::to_string(tensors) + " tensors of " + std::to_string(reader.parameters().size()) +
-         " parameters to " + config.output.path.string();
+         " parameters to " + requested.output.path.string();
 }
 
 } // namespace cairn

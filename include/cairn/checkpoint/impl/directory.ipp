@@ -49,7 +49,7 @@ CAIRN_DECL std::optional<std::string> save_directory::problem(std::int64_t itera
   auto marker = dir / completion_marker;
   if (!std::filesystem::exists(marker)) return "no completion marker: the save did not finish";
   try {
-    auto document = read_json_file(marker);
+    auto document = read_json_file(marker, max_config_file_size);
     auto const* files = document.is_object() ? document.as_object().if_contains("files") : nullptr;
     if (!files || !files->is_object()) return marker.string() + ": no \"files\" object";
     auto const* recorded = document.as_object().if_contains("iteration");

@@ -15,6 +15,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -81,10 +82,14 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
                      metadata.ranks[static_cast<std::size_t>(comm.rank())] == state.layout();
   bool fast = comm::all_of(comm, same_layout);
   std::set<int> identity_checked, foreign; // rank files checked against the save's identity; those refused
+  // The saved ranks holding each parameter, in rank order, with their layouts of it.
+  std::map<std::string, std::vector<std::pair<int, parameter_layout const*>>, std::less<>> holders;
+  for (std::size_t r = 0; r < metadata.ranks.size(); ++r)
+    for (auto const& saved : metadata.ranks[r].parameters)
+      holders[saved.name].emplace_back(static_cast<int>(r), &saved);
   for (auto& p : state.parameters) {
-    bool found = false;
-    for (auto const& r : metadata.ranks) found = found || r.find(p.layout.name);
-    if (!found) {
+    auto held = holders.find(p.layout.name);
+    if (held == holders.end()) {
       loader.missing(p.layout.name);
       continue;
     }
@@ -92,10 +97,10 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
       auto path = tensor_name(p.layout.name, saved_name);
       std::vector<detail::load_source> sources;
       bool mismatch = false;
-      for (int r = 0; r < static_cast<int>(metadata.ranks.size()) && !mismatch; ++r) {
-        auto const* saved = metadata.ranks[static_cast<std::size_t>(r)].find(p.layout.name);
+      for (auto const& [r, saved] : held->second) {
+        if (mismatch) break;
         // Replicated parameters are in rank 0's file only.
-        if (!saved || (saved->replicated ? r != 0 : fast && r != comm.rank())) continue;
+        if (saved->replicated ? r != 0 : fast && r != comm.rank()) continue;
         if (saved->shape != p.layout.shape) {
           loader.problem(path, "has shape " + shape_text(saved->shape) + " in the checkpoint, " +
                                    shape_text(p.layout.shape) + " here");
@@ -115,7 +120,7 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
             mismatch = true;
             break;
           }
-          sources.push_back(loader.source(file, path, saved->shard));
+          sources.push_back(loader.source(file, path, saved->shard, saved->dtype));
         } catch (error const& e) {
           loader.problem(path, e.what());
           mismatch = true;
@@ -125,8 +130,7 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
     }
     loader.finish(p);
   }
-  for (auto const& r : metadata.ranks)
-    for (auto const& saved : r.parameters) loader.saved(saved.name);
+  for (auto const& [name, held] : holders) loader.saved(name);
   loader.agree(comm);
   return metadata;
 }

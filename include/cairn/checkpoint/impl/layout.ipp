@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -133,15 +135,17 @@ CAIRN_DECL std::vector<std::string> tiling_problems(std::vector<rank_layout> con
     parameter_layout const* layout;
   };
   std::vector<std::pair<std::string, std::vector<holder>>> parameters; // in first-seen order
+  std::unordered_map<std::string_view, std::size_t> index;             // into `parameters`
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     for (auto const& p : ranks[r].parameters) {
-      auto it = std::find_if(parameters.begin(), parameters.end(), [&](auto const& e) { return e.first == p.name; });
-      if (it == parameters.end()) it = parameters.insert(parameters.end(), {p.name, {}});
-      if (!it->second.empty() && it->second.back().rank == r) {
+      auto [at, added] = index.try_emplace(p.name, parameters.size());
+      if (added) parameters.push_back({p.name, {}});
+      auto& holders = parameters[at->second].second;
+      if (!holders.empty() && holders.back().rank == r) {
         problems.push_back("'" + p.name + "' is listed twice by rank " + std::to_string(r));
         continue;
       }
-      it->second.push_back({r, &p});
+      holders.push_back({r, &p});
     }
   }
   for (auto const& [name, holders] : parameters) {

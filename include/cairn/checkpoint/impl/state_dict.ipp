@@ -130,10 +130,12 @@ CAIRN_DECL checkpoint_metadata state_dict::load(model_state& state, comm::commun
   detail::loader loader(state, config, metadata.shard_names, verify);
   for (auto const& problem : tiling_problems({rank_layout{metadata.parameters}}))
     loader.problem(index_path.string(), problem);
+  std::map<std::string, parameter_layout const*, std::less<>> saved_parameters;
+  for (auto const& s : metadata.parameters) saved_parameters.try_emplace(s.name, &s);
   for (auto& p : state.parameters) {
-    auto saved = std::find_if(metadata.parameters.begin(), metadata.parameters.end(),
-                              [&](parameter_layout const& s) { return s.name == p.layout.name; });
-    if (saved == metadata.parameters.end()) {
+    auto found = saved_parameters.find(p.layout.name);
+    auto const* saved = found == saved_parameters.end() ? nullptr : found->second;
+    if (!saved) {
       loader.missing(p.layout.name);
       continue;
     }
@@ -150,8 +152,10 @@ CAIRN_DECL checkpoint_metadata state_dict::load(model_state& state, comm::commun
         if (entry == index.weight_map.end()) throw error("not in " + index_path.filename().string());
         auto& file = loader.file(config.path / entry->second);
         if (auto problem = identity_problem(file, metadata)) throw io::io_error(file.path(), *problem);
-        if (file.at(path).shape != p.layout.shape) throw error("its file holds another shape");
-        sources.push_back(loader.source(file, path, shard_layout::whole(p.layout.shape)));
+        if (file.at(path).shape != p.layout.shape)
+          throw io::io_error(file.path(), "tensor '" + path + "' has shape " + shape_text(file.at(path).shape) +
+                                              ", the index says " + shape_text(saved->shape));
+        sources.push_back(loader.source(file, path, shard_layout::whole(p.layout.shape), saved->dtype));
       } catch (error const& e) {
         loader.problem(path, e.what());
         continue;
@@ -160,7 +164,7 @@ CAIRN_DECL checkpoint_metadata state_dict::load(model_state& state, comm::commun
     }
     loader.finish(p);
   }
-  for (auto const& saved : metadata.parameters) loader.saved(saved.name);
+  for (auto const& [name, saved] : saved_parameters) loader.saved(name);
   loader.agree(comm);
   return metadata;
 }

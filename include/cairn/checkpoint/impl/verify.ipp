@@ -5,6 +5,7 @@
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/verify.hpp>
+#include <cairn/config/json.hpp>
 #include <cairn/io/index.hpp>
 #include <cairn/io/safetensors.hpp>
 #include <cairn/progress.hpp>
@@ -12,25 +13,35 @@
 #include <algorithm>
 #include <cstddef>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace cairn {
 
 CAIRN_DECL std::vector<std::filesystem::path> safetensors_files(std::filesystem::path const& path) {
-  if (!std::filesystem::is_directory(path)) return {path};
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return {path};
   std::vector<std::filesystem::path> files;
-  for (auto const& entry : std::filesystem::directory_iterator(path))
-    if (entry.path().extension() == ".safetensors") files.push_back(entry.path());
+  std::filesystem::directory_iterator it(path, ec), end;
+  if (ec) throw io::io_error(path, "cannot list: " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (it->path().extension() == ".safetensors") files.push_back(it->path());
+  }
+  if (ec) throw io::io_error(path, "cannot list: " + ec.message());
   std::sort(files.begin(), files.end());
   return files;
 }
 
 CAIRN_DECL std::optional<std::string> not_a_checkpoint(std::filesystem::path const& path) {
-  if (!std::filesystem::is_directory(path) || detect_format(path)) return std::nullopt;
-  bool experiment = std::filesystem::is_directory(experiment_layout{path}.checkpoints()) ||
-                    std::filesystem::is_directory(experiment_layout{path}.exports());
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec) || detect_format(path)) return std::nullopt;
+  bool experiment = std::filesystem::is_directory(experiment_layout{path}.checkpoints(), ec) ||
+                    std::filesystem::is_directory(experiment_layout{path}.exports(), ec);
   return path.string() + (experiment ? ": an experiment directory; name one of its saves (checkpoints/<iteration> "
                                        "or export/<iteration>)"
                                      : ": holds no checkpoint (no metadata.json, state_dict index or config.json)");
@@ -46,7 +57,8 @@ CAIRN_DECL void verify_distributed_layout(std::filesystem::path const& path, che
     problems.push_back(formats::metadata_file(path).string() + ": " + p);
   for (std::size_t r = 0; r < metadata.ranks.size(); ++r) {
     auto file_path = formats::rank_file(path, static_cast<int>(r));
-    if (!std::filesystem::exists(file_path)) {
+    std::error_code ec;
+    if (!std::filesystem::exists(file_path, ec)) {
       problems.push_back(file_path.string() + ": missing (rank " + std::to_string(r) + " of " +
                          std::to_string(metadata.ranks.size()) + ")");
       continue;
@@ -58,12 +70,16 @@ CAIRN_DECL void verify_distributed_layout(std::filesystem::path const& path, che
       for (auto const& p : metadata.ranks[r].parameters) {
         if (p.replicated && r != 0) continue;
         for (auto const& shard : metadata.shard_names) {
-          auto const* t = file.find(tensor_name(p.name, shard));
+          auto name = tensor_name(p.name, shard);
+          auto const* t = file.find(name);
           if (!t)
-            problems.push_back(file_path.string() + ": tensor '" + tensor_name(p.name, shard) + "' is missing");
+            problems.push_back(file_path.string() + ": tensor '" + name + "' is missing");
           else if (t->numel() != p.shard.numel())
-            problems.push_back(file_path.string() + ": tensor '" + t->name + "' holds " + std::to_string(t->numel()) +
+            problems.push_back(file_path.string() + ": tensor '" + name + "' holds " + std::to_string(t->numel()) +
                                " elements, its layout " + std::to_string(p.shard.numel()));
+          else if (t->dtype != p.dtype)
+            problems.push_back(file_path.string() + ": tensor '" + name + "' is stored as " +
+                               std::string(io::name(t->dtype)) + ", its layout says " + std::string(io::name(p.dtype)));
         }
       }
     } catch (error const&) {
@@ -74,93 +90,186 @@ CAIRN_DECL void verify_distributed_layout(std::filesystem::path const& path, che
 
 CAIRN_DECL void verify_state_dict_layout(std::filesystem::path const& path, checkpoint_metadata const& metadata,
                                          std::vector<std::string>& problems) {
+  auto index_path = formats::state_dict_index(path);
   for (auto const& p : tiling_problems({rank_layout{metadata.parameters}}))
-    problems.push_back(formats::state_dict_index(path).string() + ": " + p);
+    problems.push_back(index_path.string() + ": " + p);
+  io::safetensors_index index;
+  try {
+    index = io::read_index(index_path);
+  } catch (error const& e) {
+    problems.emplace_back(e.what());
+    return;
+  }
+  std::map<std::string, std::unique_ptr<io::safetensors_file>> files; // opened once, null when unreadable
+  auto open = [&](std::string const& name) -> io::safetensors_file const* {
+    auto [at, added] = files.try_emplace(name);
+    if (added) {
+      try {
+        at->second = std::make_unique<io::safetensors_file>(path / name);
+      } catch (error const&) {
+        // the file's own problem is reported with the files
+      }
+    }
+    return at->second.get();
+  };
+  // Every tensor the metadata lists: in the index, in its file, with the listed shape and type.
+  std::set<std::string> listed;
+  for (auto const& p : metadata.parameters)
+    for (auto const& shard : metadata.shard_names) {
+      auto name = tensor_name(p.name, shard);
+      listed.insert(name);
+      auto entry = index.weight_map.find(name);
+      if (entry == index.weight_map.end()) {
+        problems.push_back(index_path.string() + ": '" + name + "' is not in its weight_map");
+        continue;
+      }
+      auto const* file = open(entry->second);
+      auto const* t = file ? file->find(name) : nullptr;
+      if (!t) continue; // reported with the index entries, or the file's own problem with the files
+      if (t->shape != p.shape)
+        problems.push_back(file->path().string() + ": tensor '" + name + "' has shape " + shape_text(t->shape) +
+                           ", the index says " + shape_text(p.shape));
+      else if (t->dtype != p.dtype)
+        problems.push_back(file->path().string() + ": tensor '" + name + "' is stored as " +
+                           std::string(io::name(t->dtype)) + ", the index says " + std::string(io::name(p.dtype)));
+    }
+  for (auto const& [name, file_name] : index.weight_map)
+    if (!listed.contains(name))
+      problems.push_back(index_path.string() + ": weight_map lists '" + name +
+                         "', which its metadata does not (no such parameter or state shard)");
+  // Every file belongs to this save and holds only what the index maps to it.
   for (auto const& file_path : safetensors_files(path)) {
-    try {
-      if (auto problem = identity_problem(io::safetensors_file(file_path), metadata))
-        problems.push_back(file_path.string() + ": " + *problem);
-    } catch (error const&) {
-      // the file's own problem is reported with the files
+    auto const* file = open(file_path.filename().string());
+    if (!file) continue;
+    if (auto problem = identity_problem(*file, metadata)) problems.push_back(file_path.string() + ": " + *problem);
+    for (auto const& t : file->tensors()) {
+      auto entry = index.weight_map.find(t.name);
+      if (entry == index.weight_map.end() || entry->second != file_path.filename().string())
+        problems.push_back(file_path.string() + ": holds '" + t.name + "', which the index does not map to it");
     }
   }
 }
 
+CAIRN_DECL void verify_external_config(std::filesystem::path const& path, std::vector<std::string>& problems) {
+  auto file = formats::external_config(path);
+  try {
+    auto document = read_json_file(file, max_config_file_size);
+    if (!document.is_object())
+      problems.push_back(file.string() + ": must be a JSON object");
+    else if (auto const* type = document.get_object().if_contains("model_type"); !type || !type->is_string())
+      problems.push_back(file.string() + ": names no model_type (a string): no converter can read it");
+  } catch (error const& e) {
+    problems.emplace_back(e.what());
+  }
+}
+
 CAIRN_DECL void verify_indexes(std::filesystem::path const& dir, std::vector<std::string>& problems) {
-  for (auto const& entry : std::filesystem::directory_iterator(dir)) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    auto const& entry = *it;
     if (!entry.path().string().ends_with(".safetensors.index.json")) continue;
     try {
       auto index = io::read_index(entry.path());
+      std::map<std::string, std::unique_ptr<io::safetensors_file>> files; // each opened once
+      std::set<std::string> missing;
       for (auto const& [tensor, file_name] : index.weight_map) {
-        auto file_path = dir / file_name;
-        if (!std::filesystem::exists(file_path)) {
+        auto [at, added] = files.try_emplace(file_name);
+        if (added) {
+          std::error_code absent;
+          if (!std::filesystem::exists(dir / file_name, absent)) {
+            missing.insert(file_name);
+          } else {
+            try {
+              at->second = std::make_unique<io::safetensors_file>(dir / file_name);
+            } catch (error const&) {
+              // the file's own problem is reported with the files
+            }
+          }
+        }
+        if (missing.contains(file_name))
           problems.push_back(entry.path().string() + ": '" + tensor + "' is in " + file_name + ", which is missing");
-          continue;
-        }
-        try {
-          if (!io::safetensors_file(file_path).find(tensor))
-            problems.push_back(entry.path().string() + ": '" + tensor + "' is not in " + file_name);
-        } catch (error const&) {
-          // the file's own problem is reported with the files
-        }
+        else if (at->second && !at->second->find(tensor))
+          problems.push_back(entry.path().string() + ": '" + tensor + "' is not in " + file_name);
       }
     } catch (error const& e) {
       problems.emplace_back(e.what());
     }
   }
+  if (ec) problems.push_back(dir.string() + ": cannot list: " + ec.message());
 }
 
 } // namespace cairn::detail
 
 namespace cairn {
 
-CAIRN_DECL verification_report verify_checkpoint(std::filesystem::path const& path) {
+CAIRN_DECL verification_report verify_checkpoint(std::filesystem::path const& path, verify_options options) {
   verification_report report;
   auto& problems = report.problems;
-  if (!std::filesystem::exists(path)) {
-    problems.push_back(path.string() + ": no such file or directory");
-    return report;
-  }
-  if (auto problem = not_a_checkpoint(path)) {
-    problems.push_back(*problem);
-    return report;
-  }
-  auto files = safetensors_files(path);
-  std::uint64_t total = 0;
-  for (auto const& f : files) {
+  try {
     std::error_code ec;
-    auto size = std::filesystem::file_size(f, ec);
-    if (!ec) total += size;
-  }
-  progress_scope progress("verifying", path.string(), total);
-  for (auto const& file_path : files) {
-    try {
-      io::safetensors_file file(file_path);
-      if (!file.has_checksums()) problems.push_back(file_path.string() + ": no checksums recorded");
-      for (auto const& t : file.tensors()) {
-        try {
-          if (file.metadata().contains(io::checksum_key(t.name))) file.verify(t);
-          progress_scope::count(t.end - t.begin);
-        } catch (error const& e) {
-          problems.emplace_back(e.what());
+    if (!std::filesystem::exists(path, ec)) {
+      problems.push_back(path.string() + ": " + (ec ? ec.message() : std::string("no such file or directory")));
+      return report;
+    }
+    if (auto problem = not_a_checkpoint(path)) {
+      problems.push_back(*problem);
+      return report;
+    }
+    auto format = detect_format(path);
+    // In cairn's own formats every tensor has a checksum: one missing means the file was altered.
+    bool own_format = format == checkpoint_format::distributed || format == checkpoint_format::state_dict;
+    auto files = safetensors_files(path);
+    std::uint64_t total = 0;
+    for (auto const& f : files) {
+      auto size = std::filesystem::file_size(f, ec);
+      if (!ec) total += size;
+    }
+    progress_scope progress("verifying", path.string(), total);
+    for (auto const& file_path : files) {
+      try {
+        io::safetensors_file file(file_path);
+        std::size_t unchecked = 0;
+        for (auto const& t : file.tensors()) {
+          try {
+            if (file.metadata().contains(io::checksum_key(t.name)))
+              file.verify(t);
+            else
+              ++unchecked;
+            progress_scope::count(t.end - t.begin);
+          } catch (error const& e) {
+            problems.emplace_back(e.what());
+          }
         }
+        bool some_recorded = unchecked < file.tensors().size();
+        if (unchecked > 0 && (own_format || some_recorded || options.require_checksums))
+          problems.push_back(file_path.string() + ": " + std::to_string(unchecked) + " of its " +
+                             std::to_string(file.tensors().size()) + " tensors have no recorded checksum");
+        else if (unchecked > 0)
+          report.notes.push_back(file_path.string() + ": no checksums recorded (not written by cairn?): its "
+                                                      "structure is checked, its contents cannot be");
+        ++report.files;
+      } catch (error const& e) {
+        problems.emplace_back(e.what());
       }
-      ++report.files;
+    }
+    try {
+      if (format == checkpoint_format::distributed)
+        detail::verify_distributed_layout(path, read_stored_metadata(path, *format), problems);
+      else if (format == checkpoint_format::state_dict)
+        detail::verify_state_dict_layout(path, read_stored_metadata(path, *format), problems);
+      else if (format == checkpoint_format::external)
+        detail::verify_external_config(path, problems);
     } catch (error const& e) {
       problems.emplace_back(e.what());
     }
-  }
-  try {
-    auto format = detect_format(path);
-    if (format == checkpoint_format::distributed)
-      detail::verify_distributed_layout(path, read_stored_metadata(path, *format), problems);
-    else if (format == checkpoint_format::state_dict)
-      detail::verify_state_dict_layout(path, read_stored_metadata(path, *format), problems);
+    if (auto status = save_status(path); status.is_save && status.problem) problems.push_back(*status.problem);
+    if (std::filesystem::is_directory(path, ec)) detail::verify_indexes(path, problems);
+  } catch (std::filesystem::filesystem_error const& e) {
+    problems.emplace_back(e.what());
   } catch (error const& e) {
     problems.emplace_back(e.what());
   }
-  if (auto status = save_status(path); status.is_save && status.problem) problems.push_back(*status.problem);
-  if (std::filesystem::is_directory(path)) detail::verify_indexes(path, problems);
   return report;
 }
 
