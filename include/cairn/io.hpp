@@ -13,3 +13,4 @@
 #include <cairn/io/safetensors.hpp>
 #include <cairn/io/safetensors_writer.hpp>
 #include <cairn/io/slice.hpp>
+#include <cairn/io/storage.hpp>

@@ -8,10 +8,13 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -429,6 +432,14 @@ TEST_CASE("preflight refuses, before step one, what would fail later") {
   comm::single_process comm;
   auto state = manager_test::make(0, 1, 0);
 
+  SUBCASE("with check_storage, the filesystem's guarantees are checked too, and nothing is left behind") {
+    manager_options options;
+    options.check_storage = true;
+    manager m(schedule(R"({"train_iters": 4, "checkpoint": {"interval": 2}})"), tmp / "run", comm, options);
+    CHECK_NOTHROW(m.preflight(state));
+    for (auto const& entry : std::filesystem::recursive_directory_iterator(tmp / "run"))
+      CHECK_MESSAGE(entry.path().filename().string().find("check-storage") == std::string::npos, entry.path());
+  }
   SUBCASE("a sound run passes and leaves nothing behind") {
     manager m(schedule(R"({"train_iters": 10, "checkpoint": {"interval": 1}})"), tmp / "run", comm);
     m.preflight(state);
@@ -533,13 +544,14 @@ TEST_CASE("a stop signal ends the run after the current iteration, with a checkp
     CHECK(m.step(3, state));
     CHECK(m.preempted());
   }
-  SUBCASE("a second signal ends the process at once, as the signal would") {
+  SUBCASE("a second signal after the window ends the process at once, as the signal would") {
     auto child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) {
-      stop_signals signals;
+      stop_signals signals(default_stop_signals(), std::chrono::milliseconds(200));
       std::raise(SIGINT);
       if (signals.received() != SIGINT) ::_exit(1);
+      ::usleep(300'000);
       std::raise(SIGTERM);
       ::_exit(0); // not reached
     }
@@ -547,6 +559,37 @@ TEST_CASE("a stop signal ends the run after the current iteration, with a checkp
     ::waitpid(child, &status, 0);
     CHECK(WIFSIGNALED(status));
     CHECK(WTERMSIG(status) == SIGTERM);
+  }
+  SUBCASE("copies of one stop request (the process group's and the launcher's) stop the run once, gracefully") {
+    auto child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      comm::single_process one;
+      auto cfg = schedule(R"({"train_iters": 10, "checkpoint": {"interval": 4}})");
+      manager_options options;
+      options.async = false;
+      manager m(cfg, tmp.path, one, options);
+      train(m, state, 1, 2);
+      std::raise(SIGTERM); // from the process group
+      std::raise(SIGTERM); // from the launcher, a moment later
+      std::raise(SIGINT);  // and a Ctrl-C in the same breath
+      manager_test::fill(state, 3);
+      bool stopped = m.step(3, state);
+      ::_exit(stopped && m.preempted() && m.checkpoints().complete() == list{3} ? 75 : 1);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 75);
+  }
+  SUBCASE("SIGHUP (a closed terminal or ssh session) is a stop request like SIGTERM") {
+    manager m(schedule(R"({"train_iters": 10, "checkpoint": {"interval": 4}})"), tmp.path, comm);
+    train(m, state, 1, 2);
+    std::raise(SIGHUP);
+    manager_test::fill(state, 3);
+    CHECK(m.step(3, state));
+    CHECK(m.preempted());
+    CHECK(m.checkpoints().complete() == list{3});
   }
   SUBCASE("no stop signals: they are left as they were") {
     struct sigaction before {
@@ -638,4 +681,249 @@ TEST_CASE("GPU state: async saves copy it to pinned host memory, bitwise as a sy
   REQUIRE(m.resume(loaded));
   CHECK(loaded.parameters[0].shards[0].is_cuda());
   CHECK(manager_test::mismatches(on_cpu(loaded), 2) == 0);
+}
+
+TEST_CASE("when every checkpoint is refused before loading, the run stops with each named, and none is deleted") {
+  // A rank file one byte shorter than its marker says: each checkpoint is refused before it is
+  // loaded. Starting fresh beside them would let retention delete them.
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 6, "checkpoint": {"interval": 2, "keep": 2}})");
+  {
+    manager m(cfg, tmp.path, comm, sync_options());
+    auto state = manager_test::make(0, 1, 0);
+    train(m, state, 1, 6);
+  }
+  for (auto it : {4, 6}) {
+    auto file = tmp / "checkpoints" / std::to_string(it) / "rank_0.safetensors";
+    std::filesystem::resize_file(file, std::filesystem::file_size(file) - 1);
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) { // and again: nothing changed in between
+    manager m(cfg, tmp.path, comm, sync_options());
+    auto state = manager_test::make(0, 1, 0);
+    std::string text;
+    try {
+      (void)m.resume(state);
+    } catch (error const& e) {
+      text = e.what();
+    }
+    CHECK(text.find("no checkpoint in " + (tmp / "checkpoints").string() + " can be loaded, and none was deleted") !=
+          std::string::npos);
+    CHECK(text.find((tmp / "checkpoints" / "4").string() + ": ") != std::string::npos);
+    CHECK(text.find((tmp / "checkpoints" / "6").string() + ": ") != std::string::npos);
+    CHECK(text.find("bytes, the marker says") != std::string::npos);
+    CHECK(m.checkpoints().complete() == list{4, 6});
+  }
+  SUBCASE("one refused before loading and one failing to load: both named") {
+    auto file = tmp / "checkpoints" / "4" / "rank_0.safetensors";
+    std::filesystem::resize_file(file, std::filesystem::file_size(file) + 1); // the size it had
+    auto bytes = read_text(file);
+    bytes[bytes.size() - 2] = static_cast<char>(bytes[bytes.size() - 2] ^ 1); // a flipped bit: fails its checksum
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+    manager m(cfg, tmp.path, comm, sync_options());
+    auto state = manager_test::make(0, 1, 0);
+    CHECK_THROWS_WITH_AS(m.resume(state), doctest::Contains("is corrupt: its checksum does not match"), error);
+    CHECK(m.checkpoints().complete() == list{4, 6});
+  }
+}
+
+namespace {
+std::atomic<int> async_operations{0};
+int async_fail_at = 0;
+std::mutex failed_mutex;
+std::string failed_path; // the path of the operation that failed
+void fail_nth_async(char const* operation, std::filesystem::path const& path) {
+  if (++async_operations == async_fail_at) {
+    std::lock_guard lock(failed_mutex);
+    failed_path = path.string();
+    throw io::system_error(path, std::string(operation) + " failed", ENOSPC);
+  }
+}
+} // namespace
+
+TEST_CASE("async saves under failures of the export, the checkpoint and a callback at every step: a whole "
+          "checkpoint is never lost, a partial one never reported") {
+  comm::single_process comm;
+  // At iteration 2 a checkpoint is written in the background while the export of the same
+  // iteration is written in the foreground; the checkpoint's callback cannot even start.
+  auto cfg = schedule(R"({"train_iters": 10, "checkpoint": {"interval": 2, "keep": null,
+                            "callback": {"script": "/nonexistent/upload"}},
+                          "export": {"interval": 2, "format": "state_dict"}})");
+  int total = 0;
+  {
+    temp_dir tmp;
+    manager m(cfg, tmp.path, comm);
+    auto state = manager_test::make(0, 1, 0);
+    train(m, state, 1, 1);
+    async_operations = 0;
+    async_fail_at = 0;
+    io::scoped_fault_injection counting(fail_nth_async);
+    train(m, state, 2, 2);
+    m.finish();
+    total = async_operations;
+  }
+  REQUIRE(total > 15);
+  int export_failures = 0, checkpoint_failures = 0;
+  for (async_fail_at = 1; async_fail_at <= total; ++async_fail_at) {
+    CAPTURE(async_fail_at);
+    temp_dir tmp;
+    auto state = manager_test::make(0, 1, 0);
+    captured log;
+    failed_path.clear();
+    bool threw = false;
+    {
+      manager m(cfg, tmp.path, comm);
+      train(m, state, 1, 1);
+      async_operations = 0;
+      io::scoped_fault_injection failing(fail_nth_async);
+      try {
+        train(m, state, 2, 2);
+        m.finish();
+      } catch (error const& e) {
+        threw = true;
+        CHECK(std::string(e.what()).find(tmp.path.string()) != std::string::npos);
+      }
+    }
+    if (failed_path.empty()) continue; // the run took another path this time (fewer operations)
+    CHECK(threw);
+    bool export_failed = failed_path.find((tmp / "export").string()) == 0;
+    (export_failed ? export_failures : checkpoint_failures)++;
+    save_directory checkpoints(tmp / "checkpoints"), exports(tmp / "export");
+    // Only the checkpoint's own failure may cost it; whatever is complete is whole and right.
+    if (export_failed) CHECK(checkpoints.complete() == list{2});
+    for (auto it : checkpoints.complete()) {
+      CHECK_FALSE(checkpoints.problem(it));
+      auto loaded = manager_test::make(0, 1, 0);
+      checkpoint_load_config load;
+      load.path = checkpoints.path(it);
+      load.optimizer_state = true;
+      load_checkpoint(loaded, comm, load);
+      CHECK(manager_test::mismatches(loaded, it) == 0);
+    }
+    for (auto it : exports.complete()) CHECK(verify_checkpoint(exports.path(it)).ok());
+  }
+  CHECK(export_failures > 3);
+  CHECK(checkpoint_failures > 3);
+}
+
+TEST_CASE("a commit writes, fsyncs, renames, fsyncs the directory, and writes its marker last") {
+  // A missing or misplaced fsync cannot be seen by killing a process (the page cache survives
+  // it); the order of the operations can.
+  static std::mutex mutex;
+  static std::vector<std::pair<std::string, std::string>> operations;
+  auto record = [](char const* operation, std::filesystem::path const& path) {
+    std::lock_guard lock(mutex);
+    operations.emplace_back(operation, path.string());
+  };
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 2, "checkpoint": {"interval": 1, "keep": null}})");
+  manager m(cfg, tmp.path, comm);
+  auto state = manager_test::make(0, 1, 0);
+  train(m, state, 1, 1);
+  m.finish();
+  operations.clear();
+  {
+    io::scoped_fault_injection recording(record);
+    train(m, state, 2, 2);
+    m.finish();
+  }
+  auto root = (tmp / "checkpoints").string();
+  auto staging = root + "/.partial-2", final_dir = root + "/2";
+  auto marker = final_dir + "/" + completion_marker;
+  auto index = [&](std::string const& op, std::string const& path, std::size_t from = 0) -> std::size_t {
+    for (auto i = from; i < operations.size(); ++i)
+      if (operations[i].first == op && operations[i].second == path) return i;
+    FAIL_CHECK("no " << op << " of " << path);
+    return operations.size();
+  };
+  auto rename_dir = index("rename", final_dir);
+  // Every file of the save: written, fsynced, renamed into the staging directory, which is
+  // fsynced; all before the staging directory is renamed into place.
+  for (auto name : {"rank_0.safetensors", "metadata.json"}) {
+    CAPTURE(name);
+    auto file = staging + "/" + name;
+    auto write = index("write", file), fsync = index("fsync", file), rename = index("rename", file);
+    CHECK(write < fsync);
+    CHECK(fsync < rename);
+    CHECK(rename < rename_dir);
+  }
+  CHECK(index("fsync", staging) < rename_dir);
+  // Then the directory holding it is fsynced, and only then is the marker written, fsynced,
+  // renamed and its directory fsynced: nothing of the save happens after.
+  auto fsync_root = index("fsync", root, rename_dir);
+  auto marker_write = index("write", marker), marker_fsync = index("fsync", marker);
+  auto marker_rename = index("rename", marker), marker_dir = index("fsync", final_dir, marker_rename);
+  CHECK(rename_dir < fsync_root);
+  CHECK(fsync_root < marker_write);
+  CHECK(marker_write < marker_fsync);
+  CHECK(marker_fsync < marker_rename);
+  CHECK(marker_rename < marker_dir);
+  for (auto i = marker_dir + 1; i < operations.size(); ++i)
+    CHECK_MESSAGE(operations[i].second.find(final_dir) != 0, operations[i].first << " " << operations[i].second);
+}
+
+TEST_CASE("a checkpoint saving in the background when an export fails is committed before the error") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 10, "checkpoint": {"interval": 2},
+                          "export": {"interval": 2, "format": "external"}})");
+  {
+    manager m(cfg, tmp.path, comm); // async, the default
+    m.set_exporter([](model_state const&, comm::single_process&, checkpoint_save_config const&) {
+      throw error("the converter has no name for 'head'");
+    });
+    auto state = manager_test::make(0, 1, 0);
+    train(m, state, 1, 1);
+    manager_test::fill(state, 2);
+    CHECK_THROWS_WITH_AS(m.step(2, state), "the converter has no name for 'head'", error);
+    CHECK(m.checkpoints().complete() == list{2});
+    CHECK_FALSE(m.checkpoints().problem(2));
+    CHECK(m.exports().complete().empty());
+  }
+  // The next run resumes from it.
+  manager next(cfg, tmp.path, comm);
+  auto resumed_state = manager_test::make(0, 1, 0);
+  auto resumed = next.resume(resumed_state);
+  REQUIRE(resumed);
+  CHECK(resumed->iteration == 2);
+  CHECK(manager_test::mismatches(resumed_state, 2) == 0);
+}
+
+TEST_CASE("in one process, a save in flight when the program fails between steps is committed if whole") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto cfg = schedule(R"({"train_iters": 10, "checkpoint": {"interval": 2}})");
+  auto state = manager_test::make(0, 1, 0);
+  try {
+    manager m(cfg, tmp.path, comm);
+    train(m, state, 1, 2); // checkpoint 2 starts in the background
+    throw std::runtime_error("the loss is NaN");
+  } catch (std::runtime_error const&) {
+  }
+  save_directory checkpoints(tmp / "checkpoints");
+  CHECK(checkpoints.complete() == list{2});
+  CHECK_FALSE(checkpoints.problem(2));
+}
+
+TEST_CASE("a hung callback is stopped at its timeout, and no more than max_running run at once") {
+  temp_dir tmp;
+  comm::single_process comm;
+  captured log;
+  auto marker = tmp / "started";
+  auto cfg = schedule(R"({"train_iters": 3, "checkpoint": {"interval": 1, "callback": {"script": ["sh", "-c",
+                          "echo x >> )" +
+                      marker.string() + R"(; exec sleep 600"], "timeout": 0.5, "max_running": 2}}})");
+  auto started = std::chrono::steady_clock::now();
+  {
+    manager m(cfg, tmp / "run", comm, sync_options());
+    auto state = manager_test::make(0, 1, 0);
+    train(m, state, 1, 3);
+    m.finish();
+  }
+  auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  CHECK(seconds < 60); // not the 600 s the callbacks would sleep
+  CHECK(read_text(marker) == "x\nx\nx\n");
+  CHECK(log.has(severity::warning, "callback still running after its timeout of 0.5"));
+  CHECK(log.has(severity::warning, "callbacks of earlier saves still run (max_running)"));
 }

@@ -4,9 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -71,4 +73,70 @@ TEST_CASE("a missing program is an error naming it") {
                        "callback: cannot start '/nonexistent/cairn-callback': No such file or directory", cairn::error);
   cairn::callback_config empty;
   CHECK_THROWS_AS((void)empty.run(), cairn::error);
+}
+
+namespace {
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet: it runs no more).
+bool gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  if (text.empty()) return true;
+  auto state = text.find(") ");
+  return state != std::string::npos && (text[state + 2] == 'Z' || text[state + 2] == 'X');
+}
+
+} // namespace
+
+TEST_CASE("a callback past its timeout is stopped with everything it started; one that ends in time is not") {
+  auto dir = std::filesystem::temp_directory_path() / ("cairn_callback_timeout_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto pid_file = dir / "pid";
+  cairn::callback_config slow;
+  // A script that starts a child of its own and waits for it, as an upload script would.
+  slow.script.argv = {"sh", "-c", "sleep 300 & echo $! > " + pid_file.string() + "; wait"};
+  slow.timeout = 0.3;
+  cairn::running_callbacks running;
+  running.start(slow, "save-1", 1, "checkpoint");
+  cairn::callback_config quick;
+  quick.script.argv = {"true"};
+  running.start(quick, "save-2", 2, "checkpoint");
+  CHECK(running.size() == 2);
+  auto started = std::chrono::steady_clock::now();
+  running.wait_all();
+  CHECK(running.size() == 0);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(60)); // not the child's 300 s
+  std::ifstream in(pid_file);
+  pid_t child = 0;
+  in >> child;
+  REQUIRE(child > 0);
+  for (int i = 0; i < 100 && !gone(child); ++i) ::usleep(20'000);
+  CHECK(gone(child));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("at most max_running callbacks run at once: the next waits for the oldest") {
+  auto dir = std::filesystem::temp_directory_path() / ("cairn_callback_limit_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  cairn::callback_config config;
+  config.script.argv = {"sh", "-c", "sleep 0.2; echo done >> " + (dir / "log").string()};
+  config.max_running = 2;
+  cairn::running_callbacks running;
+  for (int i = 1; i <= 5; ++i) {
+    running.start(config, "save", i, "checkpoint");
+    CHECK(running.size() <= 2);
+  }
+  running.wait_all();
+  std::ifstream in(dir / "log");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  CHECK(text == "done\ndone\ndone\ndone\ndone\n");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("timeout and max_running are checked") {
+  CHECK_THROWS_WITH_AS(cairn::from_string<cairn::callback_config>(R"({"timeout": 0})"),
+                       "1 config error:\n  timeout: must be > 0, got 0", cairn::config_error);
+  CHECK_THROWS_WITH_AS(cairn::from_string<cairn::callback_config>(R"({"max_running": 0})"),
+                       "1 config error:\n  max_running: must be > 0, got 0", cairn::config_error);
+  CHECK_FALSE(cairn::from_string<cairn::callback_config>(R"({"timeout": null})").timeout);
 }

@@ -15,7 +15,7 @@ namespace cairn::detail {
 /// environment plus `variables`, which win over inherited ones. Returns 0 and sets `pid`, or
 /// the error number of the failure (ENOENT for a program that does not exist, …).
 inline int spawn(std::vector<std::string> command, std::map<std::string, std::string> const& variables,
-                 posix_spawn_file_actions_t const* actions, pid_t& pid) {
+                 posix_spawn_file_actions_t const* actions, pid_t& pid, posix_spawnattr_t const* attributes = nullptr) {
   std::vector<std::string> entries;
   for (char** e = environ; *e; ++e) {
     std::string_view entry(*e);
@@ -27,7 +27,7 @@ inline int spawn(std::vector<std::string> command, std::map<std::string, std::st
   envp.push_back(nullptr);
   for (auto& a : command) argv.push_back(a.data());
   argv.push_back(nullptr);
-  return ::posix_spawnp(&pid, argv[0], actions, nullptr, argv.data(), envp.data());
+  return ::posix_spawnp(&pid, argv[0], actions, attributes, argv.data(), envp.data());
 }
 
 } // namespace cairn::detail

@@ -12,3 +12,4 @@
 #include <cairn/io/impl/safetensors.ipp>
 #include <cairn/io/impl/safetensors_writer.ipp>
 #include <cairn/io/impl/slice.ipp>
+#include <cairn/io/impl/storage.ipp>

@@ -46,6 +46,10 @@ public:
 
   basic_checkpoint_manager(basic_checkpoint_manager const&) = delete;
   basic_checkpoint_manager& operator=(basic_checkpoint_manager const&) = delete;
+  /// In one process, commits a save still in flight when it is whole (an error of the program
+  /// ended the run between two steps). Across ranks it cannot (committing takes every rank): the
+  /// save stays uncommitted and the next resume removes it; call `finish()` before exiting.
+  CAIRN_DECL ~basic_checkpoint_manager();
 
   /// Sets how exports in the external format are saved.
   void set_exporter(exporter save) { exporter_ = std::move(save); }
@@ -84,7 +88,8 @@ public:
   CAIRN_DECL void save(std::int64_t iteration, model_state const& state, boost::json::value const& metadata = {});
 
   /// Saves an export of `state` at `iteration` now, as the export config says, in the
-  /// foreground. Retention and the callback follow. Collective.
+  /// foreground. Retention and the callback follow. When it fails, a checkpoint saving in the
+  /// background meanwhile is committed (if whole) before the error propagates. Collective.
   CAIRN_DECL void save_export(std::int64_t iteration, model_state const& state,
                               boost::json::value const& metadata = {});
 
@@ -100,6 +105,10 @@ private:
 
   /// Waits for the save in flight on this rank, then commits it once every rank has written.
   CAIRN_DECL void commit_pending();
+
+  /// commit_pending(), for when another error is on its way out: a save in flight that is whole
+  /// is committed; one that is not is abandoned with a warning. Collective.
+  CAIRN_DECL void commit_pending_quietly() noexcept;
 
   /// Rank 0 prepares an empty staging directory; every rank learns whether it could.
   CAIRN_DECL void stage(save_directory& dir, std::int64_t iteration);

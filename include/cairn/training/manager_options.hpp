@@ -7,6 +7,7 @@
 
 #include <boost/json/value.hpp>
 
+#include <chrono>
 #include <vector>
 
 namespace cairn {
@@ -22,9 +23,15 @@ struct manager_options {
   /// The program's whole config, stored with every save.
   boost::json::value program_config;
   /// Signals on which `step()` stops the run after the current iteration, saving a checkpoint
-  /// there when checkpoints are enabled (a second one ends the process at once). Empty: signals
-  /// are left as they are.
+  /// there when checkpoints are enabled. Any of them within `stop_signal_window` of the first is
+  /// the same request; one after that ends the process at once. Empty: signals are left as they
+  /// are.
   std::vector<int> stop_signals = default_stop_signals();
+  std::chrono::milliseconds stop_signal_window = default_stop_signal_window;
+  /// Whether `preflight()` also checks, on the experiment directory's filesystem, what saves
+  /// rely on (`cairn::io::check_storage`: fsync, rename, flock, read-after-write, mmap) and
+  /// refuses to start where any does not hold. A few milliseconds on a local disk.
+  bool check_storage = false;
 };
 
 } // namespace cairn

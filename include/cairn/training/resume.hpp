@@ -26,19 +26,29 @@ struct resumed_checkpoint {
   checkpoint_metadata metadata;
 };
 
-/// The complete saves of `checkpoints` worth trying, newest first, after removing what
-/// interrupted saves left in every directory of `cleaned` (each removal a warning). A save whose
-/// marker lists files that are missing or of another size is skipped with a warning. Rank 0's
-/// work: it touches the directories.
-CAIRN_DECL std::vector<std::int64_t> resume_candidates(save_directory const& checkpoints,
-                                                       std::vector<save_directory> cleaned);
+/// The complete saves of a directory of checkpoints: those worth loading, and those refused
+/// before loading.
+struct resume_candidates_found {
+  std::vector<std::int64_t> loadable; ///< newest first
+  std::vector<std::string> refused;   ///< "<path>: <why>", newest first
+};
 
-/// Loads into `state` the newest of `candidates` (rank 0's list) that loads, weights and
+/// The complete saves of `checkpoints` (those holding a completion marker), newest first, after
+/// removing what interrupted saves left in every directory of `cleaned` (each removal a
+/// warning). A save whose marker lists files that are missing, of another size or of another
+/// save is refused with a warning. Rank 0's work: it touches the directories.
+CAIRN_DECL resume_candidates_found resume_candidates(save_directory const& checkpoints,
+                                                     std::vector<save_directory> cleaned);
+
+/// Loads into `state` the newest of `found.loadable` (rank 0's lists) that loads, weights and
 /// optimizer state, in any layout; a checkpoint that does not load (a missing file, a bad
-/// checksum) is skipped with a warning for the next older one. Nothing when there are no
-/// candidates; an error listing why when none loads. Collective.
+/// checksum) is skipped with a warning for the next older one. Nothing when the directory holds
+/// no complete checkpoint at all. When it holds some and none loads (each refused before
+/// loading, or failing to load), an error naming each and why, on every rank: a run never
+/// starts over silently beside checkpoints it could not read, nor lets retention delete them.
+/// Collective.
 CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& checkpoints,
-                                                         std::vector<std::int64_t> candidates, model_state& state,
+                                                         resume_candidates_found found, model_state& state,
                                                          comm::communicator_ref comm, verification verify);
 
 } // namespace cairn

@@ -1,25 +1,38 @@
 #pragma once
 
 #include <cairn/checkpoint/config.hpp>
+#include <cairn/config/check.hpp>
 #include <cairn/training/training_config.hpp>
 
 #include <boost/describe/class.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 
 namespace cairn {
 
-/// Where a run keeps its files.
+/// Where a run keeps its files, and how long its ranks wait for each other.
 struct run_config {
   std::filesystem::path experiment_dir;
+  double collective_timeout = 300;
+
+  /// `collective_timeout` as communicators take it.
+  [[nodiscard]] std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(static_cast<std::int64_t>(collective_timeout * 1000));
+  }
 };
-BOOST_DESCRIBE_STRUCT(run_config, (), (experiment_dir))
+BOOST_DESCRIBE_STRUCT(run_config, (), (experiment_dir, collective_timeout))
 
 constexpr auto cairn_fields(run_config const*) {
   return fields(field(&run_config::experiment_dir,
                       "Directory of the run: checkpoints in checkpoints/<iteration>/, exports in "
                       "export/<iteration>/. Required when checkpoints or exports are enabled.",
-                      hint::core));
+                      hint::core),
+                field(&run_config::collective_timeout,
+                      "Seconds a collective (and the start of the job) waits for every rank before it fails: a "
+                      "dead or stuck rank ends the job within it instead of hanging it.",
+                      hint::optional, check::in_range(0.001, 1e7)));
 }
 
 /// What a trainer is configured with, less its model: derive from it and add the model config.

@@ -13,12 +13,17 @@
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <map>
 #include <optional>
+#include <spawn.h>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -87,37 +92,101 @@ CAIRN_DECL int child_process::wait() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+CAIRN_DECL std::optional<int> child_process::wait_for(std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+    if (auto status = try_wait()) return status;
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) return std::nullopt;
+    ::usleep(static_cast<useconds_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                         std::min<std::chrono::steady_clock::duration>(left, pause))
+                                         .count()));
+  }
+}
+
+CAIRN_DECL int child_process::stop(std::chrono::milliseconds grace) {
+  ::kill(-pid_, SIGTERM);
+  if (auto status = wait_for(grace)) return *status;
+  ::kill(-pid_, SIGKILL);
+  return wait();
+}
+
 CAIRN_DECL child_process callback_config::run(std::map<std::string, std::string> const& extra) const {
   if (script.empty()) throw error("callback: no script to run");
   auto variables = environment;
   for (auto const& [key, value] : extra) variables[key] = value;
   pid_t pid = 0;
-  int status = detail::spawn(script.argv, variables, nullptr, pid);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP); // stopped with what it starts
+  posix_spawnattr_setpgroup(&attributes, 0);
+  int status = detail::spawn(script.argv, variables, nullptr, pid, &attributes);
+  posix_spawnattr_destroy(&attributes);
   if (status != 0) throw error("callback: cannot start '" + script.argv[0] + "': " + std::strerror(status));
   return child_process(pid);
 }
 
+CAIRN_DECL void running_callbacks::finish(running& c) {
+  std::optional<int> status;
+  if (!c.deadline) {
+    status = c.process.wait();
+  } else {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*c.deadline - clock::now());
+    status = c.process.wait_for(std::max(left, std::chrono::milliseconds(0)));
+  }
+  if (status) {
+    check(c.path, *status);
+    return;
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", c.timeout);
+  emit(severity::warning, {c.path, std::string("callback still running after its timeout of ") + seconds +
+                                       " s: stopped (with its process group)"});
+  c.process.stop();
+}
+
 CAIRN_DECL void running_callbacks::start(callback_config const& callback, std::string const& path,
                                          std::int64_t iteration, char const* kind) {
+  reap();
+  while (!running_.empty() && static_cast<std::int64_t>(running_.size()) >= callback.max_running) {
+    emit(severity::warning, {path, std::to_string(running_.size()) +
+                                       " callbacks of earlier saves still run (max_running): waiting for the "
+                                       "oldest before starting this one"});
+    finish(running_.front());
+    running_.erase(running_.begin());
+  }
   try {
-    running_.push_back({path, callback.run({{"CAIRN_CHECKPOINT_PATH", path},
-                                            {"CAIRN_CHECKPOINT_ITERATION", std::to_string(iteration)},
-                                            {"CAIRN_CHECKPOINT_KIND", kind}})});
+    auto process = callback.run({{"CAIRN_CHECKPOINT_PATH", path},
+                                 {"CAIRN_CHECKPOINT_ITERATION", std::to_string(iteration)},
+                                 {"CAIRN_CHECKPOINT_KIND", kind}});
+    std::optional<clock::time_point> deadline;
+    if (callback.timeout)
+      deadline =
+          clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(*callback.timeout));
+    running_.push_back({path, std::move(process), deadline, callback.timeout.value_or(0)});
   } catch (std::exception const& e) {
     emit(severity::warning, {path, e.what()});
   }
 }
 
 CAIRN_DECL void running_callbacks::reap() {
-  std::erase_if(running_, [](running& c) {
+  auto now = clock::now();
+  std::erase_if(running_, [&](running& c) {
     auto status = c.process.try_wait();
-    if (status) check(c.path, *status);
-    return status.has_value();
+    if (status) {
+      check(c.path, *status);
+      return true;
+    }
+    if (c.deadline && now >= *c.deadline) {
+      finish(c);
+      return true;
+    }
+    return false;
   });
 }
 
 CAIRN_DECL void running_callbacks::wait_all() {
-  for (auto& c : running_) check(c.path, c.process.wait());
+  for (auto& c : running_) finish(c);
   running_.clear();
 }
 

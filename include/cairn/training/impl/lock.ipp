@@ -10,17 +10,28 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <string>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace cairn {
 
 CAIRN_DECL experiment_lock::experiment_lock(std::filesystem::path const& dir) : path_(dir / ".cairn.lock") {
   io::make_directories(dir);
-  fd_ = io::unique_fd(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  // Never through a symbolic link (the lock truncates its file: a link to another file would
+  // destroy it), and never anything but a regular file (a FIFO would block).
+  fd_ = io::unique_fd(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644));
+  if (!fd_ && errno == ELOOP)
+    throw io::io_error(path_, "is a symbolic link: the experiment directory's lock must be a regular file of its own "
+                              "(remove the link)");
   if (!fd_) throw io::system_error(path_, "cannot open the experiment directory's lock");
+  struct stat info {};
+  if (::fstat(fd_.get(), &info) != 0) throw io::system_error(path_, "cannot stat the experiment directory's lock");
+  if (!S_ISREG(info.st_mode))
+    throw io::io_error(path_, "is not a regular file: the experiment directory's lock must be one (remove it)");
   if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) throw io::system_error(path_, "cannot lock the experiment directory");
     throw error(dir.string() + ": in use by another run (" + holder() +

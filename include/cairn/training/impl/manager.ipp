@@ -9,6 +9,7 @@
 #include <cairn/comm/collectives.hpp>
 #include <cairn/config/validate.hpp>
 #include <cairn/diagnostics.hpp>
+#include <cairn/io/storage.hpp>
 #include <cairn/training/background_writer.hpp>
 #include <cairn/training/callback.hpp>
 #include <cairn/training/lock.hpp>
@@ -39,20 +40,20 @@ CAIRN_DECL basic_checkpoint_manager::basic_checkpoint_manager(training_config co
     : config_(std::move(config)), experiment_dir_(experiment_dir),
       checkpoints_(experiment_layout{experiment_dir}.checkpoints()),
       exports_(experiment_layout{experiment_dir}.exports()), comm_(comm), options_(std::move(options)) {
-  if (!options_.stop_signals.empty()) signals_.emplace(options_.stop_signals);
+  if (!options_.stop_signals.empty()) signals_.emplace(options_.stop_signals, options_.stop_signal_window);
 }
 
 CAIRN_DECL std::optional<resumed_checkpoint> basic_checkpoint_manager::resume(model_state& state) {
   finish();
   if (experiment_dir_.empty()) return std::nullopt; // a run that saves nothing
-  std::vector<std::int64_t> candidates;
+  resume_candidates_found found;
   comm::all_succeed(comm_, "cannot look for checkpoints in " + checkpoints_.root().string(), [&] {
     if (comm_.rank() != 0) return;
     lock();
-    candidates = resume_candidates(checkpoints_, {checkpoints_, exports_});
+    found = resume_candidates(checkpoints_, {checkpoints_, exports_});
   });
   auto started = clock::now();
-  auto resumed = load_newest(checkpoints_, std::move(candidates), state, comm_, options_.verify);
+  auto resumed = load_newest(checkpoints_, std::move(found), state, comm_, options_.verify);
   if (!resumed) return resumed;
   last_checkpoint_ = resumed->iteration;
   start_ = resumed->iteration;
@@ -78,6 +79,12 @@ CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
     if (experiment_dir_.empty()) throw error("run.experiment_dir: required to save checkpoints or exports");
     if (config_.checkpoint.enabled()) probe_writable(checkpoints_.root());
     if (config_.export_.enabled()) probe_writable(exports_.root());
+    if (options_.check_storage) {
+      auto report = io::check_storage(experiment_dir_);
+      if (!report.ok())
+        throw error("run.experiment_dir: its filesystem does not give what checkpoints rely on:\n" +
+                    io::to_string(report));
+    }
     lock();
     auto end = config_.train_iters;
     auto slots = [&](checkpoint_base_config const& schedule, save_directory const& dir) -> std::uint64_t {
@@ -91,6 +98,7 @@ CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
 CAIRN_DECL bool basic_checkpoint_manager::step(std::int64_t iteration, model_state const& state,
                                                boost::json::value const& metadata) {
   if (writer_.pending() && comm::all_of(comm_, writer_.ready())) commit_pending();
+  callbacks_.reap(); // collects those that ended, stops those past their timeout
   preempted_ = signals_ && comm::any_of(comm_, signals_->received() != 0);
   bool last = config_.train_iters > 0 && iteration >= config_.train_iters;
   // The seed's rule: at a stop (the end, a shutdown, a signal), a checkpoint when checkpoints
@@ -142,11 +150,29 @@ CAIRN_DECL void basic_checkpoint_manager::save_export(std::int64_t iteration, mo
     }
   } catch (...) {
     abandon(exports_, iteration);
+    // The export failed on every rank; a checkpoint written in the background meanwhile (at this
+    // iteration, say) is whole or not on its own: committed when it is, before the error goes.
+    commit_pending_quietly();
     throw;
   }
   last_export_ = iteration;
   auto bytes = whole_bytes(state.layout(), state.shard_names.size(), save);
   commit(exports_, config_.export_, iteration, "export", bytes, started, {});
+}
+
+CAIRN_DECL basic_checkpoint_manager::~basic_checkpoint_manager() {
+  // A save in flight, left by an error of the program's own: one process needs no other to
+  // commit it. Across ranks committing takes them all (they may not be here): it stays
+  // uncommitted, and the next resume removes it.
+  if (writer_.pending() && comm_.size() == 1) commit_pending_quietly();
+}
+
+CAIRN_DECL void basic_checkpoint_manager::commit_pending_quietly() noexcept {
+  try {
+    if (writer_.pending()) commit_pending();
+  } catch (std::exception const& e) {
+    emit(severity::warning, {checkpoints_.root().string(), e.what()});
+  }
 }
 
 CAIRN_DECL void basic_checkpoint_manager::finish() {

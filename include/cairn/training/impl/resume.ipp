@@ -19,26 +19,31 @@
 
 namespace cairn {
 
-CAIRN_DECL std::vector<std::int64_t> resume_candidates(save_directory const& checkpoints,
-                                                       std::vector<save_directory> cleaned) {
+CAIRN_DECL resume_candidates_found resume_candidates(save_directory const& checkpoints,
+                                                     std::vector<save_directory> cleaned) {
   for (auto& dir : cleaned)
     for (auto const& message : dir.clean()) emit(severity::warning, {dir.root().string(), message});
-  std::vector<std::int64_t> out;
+  resume_candidates_found out;
   auto complete = checkpoints.complete();
   for (auto it = complete.rbegin(); it != complete.rend(); ++it) {
-    if (auto problem = checkpoints.problem(*it))
+    if (auto problem = checkpoints.problem(*it)) {
       emit(severity::warning, {checkpoints.path(*it).string(), "skipped: " + *problem});
-    else
-      out.push_back(*it);
+      out.refused.push_back(checkpoints.path(*it).string() + ": " + *problem);
+    } else {
+      out.loadable.push_back(*it);
+    }
   }
   return out;
 }
 
 CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& checkpoints,
-                                                         std::vector<std::int64_t> candidates, model_state& state,
+                                                         resume_candidates_found found, model_state& state,
                                                          comm::communicator_ref comm, verification verify) {
   std::string failures;
-  for (auto iteration : comm::broadcast_integers(comm, candidates)) {
+  for (auto const& refused : found.refused) failures += "\n  " + refused;
+  // Every rank learns from rank 0 why the saves it refused were refused.
+  failures = comm::broadcast_string(comm, failures);
+  for (auto iteration : comm::broadcast_integers(comm, found.loadable)) {
     checkpoint_load_config load;
     load.path = checkpoints.path(iteration);
     load.format = checkpoint_format::distributed;
@@ -63,7 +68,9 @@ CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& c
         emit(severity::warning, {load.path.string(), std::string("skipped, it does not load: ") + e.what()});
     }
   }
-  if (!failures.empty()) throw error("no checkpoint in " + checkpoints.root().string() + " can be loaded:" + failures);
+  if (!failures.empty())
+    throw error("no checkpoint in " + checkpoints.root().string() +
+                " can be loaded, and none was deleted; repair or move them to start over:" + failures);
   return std::nullopt;
 }
 
