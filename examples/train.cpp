@@ -316,9 +316,10 @@ int train(train_config cfg) {
   auto env = cairn::comm::environment_or_single();
   auto comm = [&] {
 #ifdef CAIRN_WITH_NCCL
-    if (backend == cairn::comm::backend::nccl) return cairn::comm::any_communicator(cairn::comm::make_nccl(env));
+    if (backend == cairn::comm::backend::nccl)
+      return cairn::comm::any_communicator(cairn::comm::make_nccl(env, cfg.run.timeout()));
 #endif
-    return env.world_size > 1 ? cairn::comm::any_communicator(cairn::comm::make_gloo(env))
+    return env.world_size > 1 ? cairn::comm::any_communicator(cairn::comm::make_gloo(env, cfg.run.timeout()))
                               : cairn::comm::any_communicator(cairn::comm::single_process());
   }();
   if (cfg.data.batch_size < comm.size())
@@ -381,7 +382,10 @@ int train(train_config cfg) {
     }
   }
   manager.finish();
-  if (leader)
+  if (leader && start.iteration >= training.train_iters)
+    std::printf("nothing to train: resumed at iteration %lld, training.train_iters is %lld\n",
+                static_cast<long long>(start.iteration), static_cast<long long>(training.train_iters));
+  else if (leader)
     std::printf("done: %lld iterations, final loss %.6f\n", static_cast<long long>(training.train_iters), loss);
   return 0;
 }

@@ -7,11 +7,14 @@
 #include <cairn/config/docs.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/io.hpp>
+#include <cairn/io/storage.hpp>
 
 #include <boost/json/value.hpp>
 
 #include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,16 +26,23 @@ constexpr char const* usage = R"(usage: cairn COMMAND ...
 commands:
   inspect PATH              format, completeness, metadata, config and every tensor (name, dtype,
                             shape, bytes) of a checkpoint directory or a .safetensors file, totals
-  verify PATH               exit 0 if the save is complete (its completion marker, when it is one
-                            of an experiment's saves) and every file intact (checksums, indexes),
-                            else non-zero naming each problem
+  verify [--require-checksums] PATH
+                            exit 0 if the save is complete (its completion marker, when it is one
+                            of an experiment's saves) and every file intact and consistent with
+                            what a load reads (checksums, layouts, indexes, config.json), else 1
+                            naming each problem; files of other tools without checksums are a
+                            note, or a problem with --require-checksums
   convert input.path=... input.format=... output.path=... output.format=... [output.data_type=...]
-                            convert between distributed and state_dict without the model's code
-                            (keys as in the library's configs; `cairn convert --help` lists them)
+          [replace=true]    convert between distributed and state_dict without the model's code
+                            (keys as in the library's configs; `cairn convert --help` lists them);
+                            written aside and renamed into place; a non-empty output is refused
+                            unless replace=true, a save of an experiment always
   launch -n N [--port P] -- PROGRAM ARGS...
                             run N local processes with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR
-                            and MASTER_PORT set; output prefixed with the rank; signals forwarded;
-                            all stopped when one fails
+                            and MASTER_PORT set; output prefixed with the rank; signals forwarded
+                            once per stop request; all stopped when one fails
+  check-storage DIR         what the filesystem of DIR guarantees of what saves rely on (fsync,
+                            rename, flock, read-after-write, mmap, free space); exit 1 if any fails
 )";
 
 /// Arguments the tool cannot take: reported with the usage, exit status 2.
@@ -71,8 +81,13 @@ int inspect(std::filesystem::path const& path) {
     std::printf("metadata: %s\n", cairn::to_compact_json(metadata.metadata).c_str());
     std::printf("config: %s", cairn::to_pretty_json(metadata.config).c_str());
   } else if (format == cairn::checkpoint_format::external) {
-    std::printf("config: %s",
-                cairn::to_pretty_json(cairn::read_json_file(cairn::formats::external_config(path))).c_str());
+    std::printf("config: %s", cairn::to_pretty_json(cairn::read_json_file(cairn::formats::external_config(path),
+                                                                          cairn::max_config_file_size))
+                                  .c_str());
+    if (auto index = path / "model.safetensors.index.json"; std::filesystem::exists(index)) {
+      auto read = cairn::io::read_index(index);
+      std::printf("index: %zu tensors in %zu files\n", read.weight_map.size(), read.files().size());
+    }
   }
   std::uint64_t tensors = 0, elements = 0, bytes = 0;
   auto files = cairn::safetensors_files(path);
@@ -96,6 +111,7 @@ int inspect(std::filesystem::path const& path) {
   // As `verify` would: a save that is not complete, or a directory of no checkpoint, is not a
   // good checkpoint.
   auto problem = save.problem ? save.problem : cairn::not_a_checkpoint(path);
+  if (!problem && format && files.empty()) problem = path.string() + ": holds no tensors (no .safetensors file)";
   if (problem) {
     std::fprintf(stderr, "cairn inspect: %s\n", problem->c_str());
     return 1;
@@ -103,12 +119,33 @@ int inspect(std::filesystem::path const& path) {
   return 0;
 }
 
-int verify(std::filesystem::path const& path) {
-  auto report = cairn::verify_checkpoint(path);
+int verify(std::vector<std::string> const& args) {
+  cairn::verify_options options;
+  std::vector<std::string> paths;
+  for (auto const& a : args) {
+    if (a == "--require-checksums")
+      options.require_checksums = true;
+    else if (a.starts_with("--"))
+      throw usage_error("unknown option '" + a + "' for verify");
+    else
+      paths.push_back(a);
+  }
+  if (paths.size() != 1) throw usage_error("verify takes exactly one PATH");
+  std::filesystem::path path = paths.front();
+  auto report = cairn::verify_checkpoint(path, options);
+  for (auto const& n : report.notes) std::fprintf(stderr, "cairn verify: note: %s\n", n.c_str());
   for (auto const& p : report.problems) std::fprintf(stderr, "cairn verify: %s\n", p.c_str());
   if (!report.ok()) return 1;
-  std::printf("%s: ok (%zu files)\n", path.c_str(), report.files);
+  std::printf("%s: ok (%zu files%s)\n", path.c_str(), report.files,
+              report.notes.empty() ? "" : "; structure only where no checksums are recorded");
   return 0;
+}
+
+int check_storage(std::vector<std::string> const& args) {
+  if (args.size() != 1) throw usage_error("check-storage takes exactly one DIR");
+  auto report = cairn::io::check_storage(args.front());
+  std::fputs(cairn::io::to_string(report).c_str(), stdout);
+  return report.ok() ? 0 : 1;
 }
 
 int launch(std::vector<std::string> const& args) {
@@ -126,11 +163,12 @@ int launch(std::vector<std::string> const& args) {
       }
       throw usage_error(args[i - 1] + " needs a positive integer, got '" + text + "'");
     };
-    if (args[i] == "-n" || args[i] == "--nproc")
+    if (args[i] == "-n" || args[i] == "--nproc") {
       options.processes = value();
-    else if (args[i] == "--port")
+    } else if (args[i] == "--port") {
       options.port = value();
-    else
+      if (options.port > 65535) throw usage_error("--port needs a TCP port (1 to 65535), got " + args[i]);
+    } else
       throw usage_error("unknown option '" + args[i] + "' for launch");
   }
   if (options.processes == 0) throw usage_error("launch needs -n N");
@@ -164,16 +202,23 @@ int main(int argc, char** argv) {
       std::printf("%s\n", cairn::convert_checkpoint(config).c_str());
       return 0;
     }
-    if (command == "inspect" || command == "verify") {
+    if (command == "verify") return verify(args);
+    if (command == "check-storage") return check_storage(args);
+    if (command == "inspect") {
       if (args.size() != 1) return print_usage_error(command + " takes exactly one PATH");
-      return command == "inspect" ? inspect(args[0]) : verify(args[0]);
+      return inspect(args[0]);
     }
   } catch (usage_error const& e) {
     return print_usage_error(e.what());
   } catch (cairn::config_error const& e) {
     std::fprintf(stderr, "cairn %s: %s\n", command.c_str(), e.what());
     return 2;
-  } catch (cairn::error const& e) {
+  } catch (std::bad_alloc const&) {
+    std::fprintf(stderr, "cairn %s: out of memory\n", command.c_str());
+    return 1;
+  } catch (std::exception const& e) {
+    // cairn's errors name their file; std::filesystem's carry the paths involved (a loop of
+    // links, a name too long, a directory removed meanwhile, permission denied).
     std::fprintf(stderr, "cairn %s: %s\n", command.c_str(), e.what());
     return 1;
   }

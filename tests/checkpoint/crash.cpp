@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <spawn.h>
 #include <string>
@@ -188,6 +189,22 @@ int run(int ranks, std::filesystem::path const& dir, std::int64_t iterations, bo
       ranks, [&](int) { return worker(dir, iterations, async, variables); }, ranks > 1);
 }
 
+/// The children of process `pid`.
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> out;
+  for (pid_t child = 0; in >> child;) out.push_back(child);
+  return out;
+}
+
+/// Whether process `pid` is gone (or a zombie: it holds nothing any more).
+bool gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto state = text.find(") ");
+  return text.empty() || (state != std::string::npos && (text[state + 2] == 'Z' || text[state + 2] == 'X'));
+}
+
 /// The last "complete N" the crashed run's rank 0 logged: a checkpoint it saw complete.
 std::int64_t last_reported(std::filesystem::path const& dir) {
   std::ifstream in(dir / "log-0");
@@ -327,11 +344,16 @@ TEST_CASE("runs of two ranks killed at random instants resume from the newest co
     bool async = round % 2 == 1;
     auto pid = start(command(2, dir, iterations, async), {});
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-    ::kill(-pid, SIGKILL); // the launcher and both ranks
+    // The launcher and both ranks at once, as a node failing would (each rank leads a process
+    // group of its own; a rank also dies with its launcher).
+    auto ranks = children_of(pid);
+    ::kill(-pid, SIGKILL);
+    for (auto rank : ranks) ::kill(-rank, SIGKILL);
     wait_for(pid);
-    // The ranks are the launcher's children: gone only once the group is empty (until then a
-    // killed rank 0 may still hold the directory's lock, and the resume would rightly refuse).
-    for (int i = 0; i < 10000 && ::kill(-pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Until a killed rank 0 is gone it may still hold the directory's lock, and the resume
+    // would rightly refuse.
+    for (auto rank : ranks)
+      for (int i = 0; i < 10000 && !gone(rank); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     auto newest = check_after_crash(dir);
     resume_to_end(dir, 2, iterations, newest);
   }

@@ -6,9 +6,14 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -17,9 +22,15 @@ struct result {
   std::string output;
 };
 
-/// Runs `cairn ARGS` through the shell of the test (the tool itself never uses one).
-result run(std::string const& args) {
-  std::string command = std::string(CAIRN_TOOL) + " " + args + " 2>&1";
+/// Runs `cairn ARGS` through the shell of the test (the tool itself never uses one), after
+/// `setup` (shell commands: limits, open files) in `shell`.
+result run(std::string const& args, std::string const& setup = "", std::string const& shell = "sh") {
+  std::string command = setup + "exec " + std::string(CAIRN_TOOL) + " " + args + " 2>&1";
+  if (shell != "sh") {
+    std::string quoted;
+    for (char c : command) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    command = shell + " -c '" + quoted + "'";
+  }
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe);
   std::string output;
@@ -94,7 +105,159 @@ TEST_CASE("signals reach every rank") {
   CHECK(WEXITSTATUS(status) == 0); // every rank handled the signal and exited cleanly
 }
 
+namespace {
+
+/// Whether some running process has exactly `argv` as its command line (zombies have none).
+bool running(std::vector<std::string> const& argv) {
+  std::string wanted;
+  for (auto const& a : argv) wanted += a + '\0';
+  for (auto const& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    if (text == wanted) return true;
+  }
+  return false;
+}
+
+/// Waits up to 5 s for no process to run `argv`.
+bool none_left(std::vector<std::string> const& argv) {
+  for (int i = 0; i < 250 && running(argv); ++i) ::usleep(20'000);
+  return !running(argv);
+}
+
+/// Starts `cairn launch ARGS` in a process group of its own, as a shell starts a job; its pid
+/// and the read end of its output.
+std::pair<pid_t, FILE*> start_job(std::vector<std::string> args) {
+  int out[2];
+  REQUIRE(::pipe(out) == 0);
+  pid_t launcher = ::fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    ::setpgid(0, 0);
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::close(out[0]);
+    ::close(out[1]);
+    args.insert(args.begin(), {CAIRN_TOOL, "launch"});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(CAIRN_TOOL, argv.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  return {launcher, ::fdopen(out[0], "r")};
+}
+
+/// Reads `job` until `count` lines contain `text`.
+std::string read_until(FILE* job, std::string const& text, int count) {
+  std::string output;
+  std::array<char, 4096> line{};
+  int seen = 0;
+  while (seen < count && std::fgets(line.data(), line.size(), job)) {
+    output += line.data();
+    if (std::string(line.data()).find(text) != std::string::npos) ++seen;
+  }
+  return output;
+}
+
+std::size_t occurrences(std::string const& text, std::string const& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("a stop request to the job's whole process group reaches each rank once, through the launcher") {
+  // Ctrl-C signals the terminal's foreground process group: the launcher and, were they in it,
+  // the ranks, which would then get it twice (directly, then forwarded) and abort on the second.
+  auto [launcher, job] =
+      start_job({"-n", "2", "--", "sh", "-c",
+                 "trap 'echo got INT' INT; echo ready; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.2; done"});
+  auto output = read_until(job, "ready", 2);
+  ::kill(-launcher, SIGINT);
+  ::usleep(300'000);
+  ::kill(-launcher, SIGINT); // a second Ctrl-C within the window is the same request
+  std::array<char, 4096> line{};
+  while (std::fgets(line.data(), line.size(), job)) output += line.data();
+  std::fclose(job);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  CHECK(occurrences(output, "[rank 0] got INT") == 1);
+  CHECK(occurrences(output, "[rank 1] got INT") == 1);
+  CHECK(WIFEXITED(status));
+}
+
+TEST_CASE("SIGUSR1 and SIGHUP to the launcher are forwarded to the ranks, and the launcher lives on") {
+  for (int signal : {SIGUSR1, SIGHUP}) {
+    CAPTURE(signal);
+    auto [launcher, job] =
+        start_job({"-n", "2", "--", "sh", "-c", "trap 'echo got it; exit 75' USR1 HUP; echo ready; sleep 30 & wait"});
+    auto output = read_until(job, "ready", 2);
+    ::kill(launcher, signal);
+    std::array<char, 4096> line{};
+    while (std::fgets(line.data(), line.size(), job)) output += line.data();
+    std::fclose(job);
+    int status = 0;
+    ::waitpid(launcher, &status, 0);
+    CHECK(output.find("[rank 0] got it") != std::string::npos);
+    CHECK(output.find("[rank 1] got it") != std::string::npos);
+    REQUIRE(WIFEXITED(status)); // not killed by the signal
+    CHECK(WEXITSTATUS(status) == 75);
+  }
+}
+
+TEST_CASE("a failing job leaves nothing running: the ranks' own children are stopped with them") {
+  auto r = run("launch -n 2 -- sh -c 'if [ $RANK = 1 ]; then sleep 0.5; exit 3; fi; sleep 3718 & wait'");
+  CHECK(r.status == 3);
+  CHECK(none_left({"sleep", "3718"}));
+}
+
+TEST_CASE("a launcher killed outright takes its ranks with it: none is left running unsupervised") {
+  auto [launcher, job] = start_job({"-n", "2", "--", "sh", "-c", "echo ready; exec sleep 3722"});
+  read_until(job, "ready", 2);
+  ::kill(launcher, SIGKILL);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  std::fclose(job);
+  CHECK(none_left({"sleep", "3722"}));
+}
+
+TEST_CASE("too many ranks for the open-file limit: refused before any starts") {
+  auto dir = std::filesystem::temp_directory_path() / ("cairn_launch_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto started = dir / "started";
+  auto r = run("launch -n 1000 -- sh -c 'echo x >> " + started.string() + "; exec sleep 3719'", "ulimit -n 64; ");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("-n 1000 needs about 2032 open files in the launcher") != std::string::npos);
+  CHECK(r.output.find("the limit is 64") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(started));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a rank that cannot start stops every rank started before it, and their children") {
+  // Enough open files for the check, but the launcher inherits 40 more: its pipes run out
+  // partway through the ranks.
+  auto r = run("launch -n 12 -- sh -c 'sleep 3720 & exec sleep 3721'",
+               "ulimit -n 56; for i in $(seq 10 49); do eval \"exec $i</dev/null\"; done; ", "bash");
+  CHECK(r.status == 1);
+  CHECK(r.output.find("Too many open files") != std::string::npos);
+  CHECK(r.output.find("the ranks started before it were stopped") != std::string::npos);
+  CHECK(none_left({"sleep", "3720"}));
+  CHECK(none_left({"sleep", "3721"}));
+}
+
+TEST_CASE("a line without an end is printed in pieces, not held without bound") {
+  auto r = run(R"(launch -n 1 -- sh -c 'head -c 300000 /dev/zero | tr "\000" x')");
+  CHECK(r.status == 0);
+  CHECK(occurrences(r.output, "[rank 0] ") == 5); // 4 pieces of 64 KiB, then the rest at the end
+  CHECK(occurrences(r.output, "x") == 300000);
+}
+
 TEST_CASE("usage errors") {
+  CHECK(run("launch --port 70000 -n 1 -- true").status == 2);
+  CHECK(run("launch --port 65535x -n 1 -- true").status == 2);
   CHECK(run("launch -- true").status == 2);
   CHECK(run("launch -n 0 -- true").status == 2);
   CHECK(run("launch -n 2").status == 2);

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <fcntl.h>
 #include <fstream>
+#include <functional>
 #include <spawn.h>
 #include <sstream>
 #include <string>
@@ -397,4 +398,143 @@ TEST_CASE("SIGTERM to the launcher of a running job, and a second job on its dir
   auto last = std::to_string(stopped_at + 2);
   for (auto file : {"rank_0.safetensors", "rank_1.safetensors"})
     CHECK(tensors_of(dir / "checkpoints" / last / file) == tensors_of(reference / "checkpoints" / last / file));
+}
+
+namespace {
+
+/// Starts `argv` as a job of its own process group, as a shell starts one; its pid.
+pid_t start_job(std::vector<std::string> argv, std::filesystem::path const& log) {
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  pid_t pid = 0;
+  int spawned = ::posix_spawn(&pid, args[0], &actions, &attributes, args.data(), environ);
+  posix_spawnattr_destroy(&attributes);
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(spawned == 0);
+  return pid;
+}
+
+/// The children of process `pid`.
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> out;
+  for (pid_t child = 0; in >> child;) out.push_back(child);
+  return out;
+}
+
+void wait_for_line(std::filesystem::path const& log, std::string const& text) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (text_of(log).find(text) == std::string::npos && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(text_of(log).find(text) != std::string::npos);
+}
+
+} // namespace
+
+TEST_CASE("one stop request, however delivered, gives one graceful stop with its checkpoint") {
+  temp_dir tmp;
+  std::vector<std::string> endless{"training.train_iters=1000000", "training.checkpoint.interval=100000",
+                                   "training.logs.interval=1", "model.hidden=16", "seed=7"};
+  struct delivery {
+    std::string name;
+    std::function<void(pid_t)> send;
+  };
+  std::vector<delivery> deliveries{
+      // Ctrl-C at a terminal: the job's whole process group.
+      {"SIGINT to the process group", [](pid_t job) { ::kill(-job, SIGINT); }},
+      // A scheduler or a cgroup stop: every process of the job, each rank directly and again
+      // through the launcher a moment later.
+      {"SIGTERM to every process",
+       [](pid_t job) {
+         auto ranks = children_of(job);
+         REQUIRE(ranks.size() == 2);
+         for (auto rank : ranks) ::kill(rank, SIGTERM);
+         ::kill(job, SIGTERM);
+       }},
+      // SLURM's warning ahead of a preemption (--signal=USR1@60), to the launcher.
+      {"SIGUSR1 to the launcher", [](pid_t job) { ::kill(job, SIGUSR1); }},
+      // A closed terminal or ssh session.
+      {"SIGHUP to the launcher", [](pid_t job) { ::kill(job, SIGHUP); }},
+  };
+  int n = 0;
+  for (auto const& d : deliveries) {
+    CAPTURE(d.name);
+    auto dir = tmp / ("job-" + std::to_string(n++));
+    std::filesystem::create_directories(dir);
+    auto log = dir / "job.log";
+    auto job = start_job(train_command(2, dir, endless), log);
+    wait_for_line(log, "iteration 10/");
+    d.send(job);
+    CHECK(wait_for(job) == 75);
+    auto complete = cairn::save_directory(dir / "checkpoints").complete();
+    REQUIRE(complete.size() == 1);
+    CHECK(complete.back() >= 10);
+    CHECK(text_of(log).find("stopped by a signal after iteration " + std::to_string(complete.back())) !=
+          std::string::npos);
+    CHECK_FALSE(cairn::save_directory(dir / "checkpoints").problem(complete.back()));
+  }
+}
+
+TEST_CASE("when every checkpoint fails its completion check the run stops, naming each, and deletes none") {
+  temp_dir tmp;
+  auto dir = tmp / "run";
+  REQUIRE(train(1, dir, base).status == 0);
+  auto complete = cairn::save_directory(dir / "checkpoints").complete();
+  REQUIRE(complete == std::vector<std::int64_t>{4, 8, 12});
+  for (auto it : complete) {
+    auto file = dir / "checkpoints" / std::to_string(it) / "rank_0.safetensors";
+    std::filesystem::resize_file(file, std::filesystem::file_size(file) - 1);
+  }
+  // A pretrained checkpoint that would load: it must not be used in their place either.
+  auto pretrained = tmp / "pretrained";
+  REQUIRE(train(1, pretrained, base).status == 0);
+  for (auto const& extra :
+       {std::vector<std::string>{},
+        std::vector<std::string>{"pretrained.path=" + (pretrained / "checkpoints" / "12").string()}}) {
+    auto again = train(1, dir, plus(plus(base, {"training.train_iters=20"}), extra));
+    CHECK(again.status == 1);
+    for (auto it : complete)
+      CHECK(again.output.find((dir / "checkpoints" / std::to_string(it)).string() + ": ") != std::string::npos);
+    CHECK(again.output.find("none was deleted") != std::string::npos);
+    CHECK(again.output.find("iteration 1/") == std::string::npos);
+    CHECK(again.output.find("initialised from") == std::string::npos);
+    CHECK(cairn::save_directory(dir / "checkpoints").complete() == complete);
+  }
+}
+
+TEST_CASE("a run resumed at or past train_iters says there is nothing to train") {
+  temp_dir tmp;
+  auto dir = tmp / "run";
+  REQUIRE(train(1, dir, base).status == 0);
+  auto again = train(1, dir, plus(base, {"training.train_iters=10"}));
+  CHECK(again.status == 0);
+  CHECK(again.output.find("nothing to train: resumed at iteration 12, training.train_iters is 10") !=
+        std::string::npos);
+  CHECK(again.output.find("final loss 0.000000") == std::string::npos);
+}
+
+TEST_CASE("the experiment lock never follows a symbolic link, and the collective timeout is a key") {
+  temp_dir tmp;
+  auto dir = tmp / "run";
+  std::filesystem::create_directories(dir);
+  std::ofstream(tmp / "precious.txt") << "keep me";
+  std::filesystem::create_symlink(tmp / "precious.txt", dir / ".cairn.lock");
+  auto refused = train(1, dir, base);
+  CHECK(refused.status == 1);
+  CHECK(refused.output.find((dir / ".cairn.lock").string() + ": is a symbolic link") != std::string::npos);
+  CHECK(text_of(tmp / "precious.txt") == "keep me");
+
+  auto printed = run({CAIRN_TRAIN, "--print-config", "run.collective_timeout=30"}, tmp / "print");
+  CHECK(printed.status == 0);
+  CHECK(printed.output.find("\"collective_timeout\": 30") != std::string::npos);
+  CHECK(run({CAIRN_TRAIN, "--print-config", "run.collective_timeout=0"}, tmp / "print0").status == 2);
 }

@@ -5,24 +5,15 @@
 // stopped when one fails. No libtorch.
 
 #include <cairn/detail/decl.hpp>
-#include <cairn/detail/spawn.hpp>
 #include <cairn/error.hpp>
 
-#include <arpa/inet.h>
-#include <cerrno>
 #include <chrono>
-#include <csignal>
-#include <cstring>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <optional>
-#include <poll.h>
-#include <spawn.h>
+#include <cstddef>
+#include <cstdio>
+#include <map>
 #include <string>
-#include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/wait.h>
-#include <tuple>
-#include <unistd.h>
 #include <vector>
 
 namespace cairn::comm {
@@ -37,6 +28,10 @@ struct launch_options {
   /// since a second signal would abort them.
   int agreed_stop_status = 75;
   std::chrono::seconds agreed_stop_grace{120};
+  /// A stop signal the launcher receives within this time of the one it forwarded is the same
+  /// request (a scheduler signalling every process of the job) and is not forwarded again; one
+  /// after it is forwarded, and aborts the ranks.
+  std::chrono::milliseconds stop_signal_window{2000};
 };
 
 namespace detail {
@@ -47,7 +42,8 @@ CAIRN_DECL void on_signal(int signal);
 
 CAIRN_DECL int free_port();
 
-/// One rank's child process and the ends of its output pipes.
+/// One rank's child process (the leader of a process group of its own, so that stopping it
+/// stops what it started too) and the ends of its output pipes.
 struct rank_process {
   int rank = 0;
   pid_t pid = -1;
@@ -57,14 +53,35 @@ struct rank_process {
   int status = 0;
 };
 
+/// The longest line kept waiting for its end: a longer one is printed in pieces of this size.
+inline constexpr std::size_t max_line_length = std::size_t{1} << 16;
+
+/// Appends `size` bytes of rank `rank`'s output to `partial` and prints every whole line in it
+/// to `to`, prefixed; with `flush_all`, what is left too. Linear in the bytes appended.
 CAIRN_DECL void emit_lines(int rank, std::string& partial, char const* data, std::size_t size, FILE* to,
                            bool flush_all);
+
+/// Starts `command` (searching PATH, never through a shell) as a rank: a process group of its
+/// own, killed when the launcher dies however it dies, stdin from /dev/null, stdout and stderr
+/// to `out` and `err`, the current environment plus `variables`. Returns 0 and sets `pid`, or
+/// the error number of the failure (ENOENT for a program that does not exist, …).
+CAIRN_DECL int start_rank(std::vector<std::string> const& command, std::map<std::string, std::string> const& variables,
+                          int out, int err, pid_t& pid);
+
+/// The open files `processes` ranks take in the launcher, with a margin.
+constexpr std::size_t files_needed(int processes) { return 2 * static_cast<std::size_t>(processes) + 32; }
+
+/// Raises the open-file limit as far as allowed to what `processes` ranks need; an error naming
+/// both numbers when the hard limit is lower, before any rank starts.
+CAIRN_DECL void reserve_resources(int processes);
 
 inline int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 } // namespace detail
 
 /// Runs the processes; returns 0 when all succeed, else the exit code of the first that failed.
+/// Nothing it started outlives a failure: when a rank cannot be started, every rank already
+/// started is killed with its process group and waited for before the error is thrown.
 CAIRN_DECL int launch(launch_options const& options);
 
 } // namespace cairn::comm

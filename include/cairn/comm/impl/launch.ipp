@@ -3,7 +3,7 @@
 #pragma once
 
 #include <cairn/comm/launch.hpp>
-#include <cairn/detail/spawn.hpp>
+#include <cairn/detail/spawn.hpp> // environ
 #include <cairn/error.hpp>
 
 #include <algorithm>
@@ -18,8 +18,10 @@
 #include <netinet/in.h>
 #include <optional>
 #include <poll.h>
-#include <spawn.h>
 #include <string>
+#include <string_view>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <tuple>
@@ -51,11 +53,18 @@ CAIRN_DECL int free_port() {
 
 CAIRN_DECL void emit_lines(int rank, std::string& partial, char const* data, std::size_t size, FILE* to,
                            bool flush_all) {
+  auto searched = partial.size(); // the bytes before have no newline
   partial.append(data, size);
   std::size_t start = 0;
-  for (auto newline = partial.find('\n'); newline != std::string::npos; newline = partial.find('\n', start)) {
+  for (auto newline = partial.find('\n', searched); newline != std::string::npos; newline = partial.find('\n', start)) {
     std::fprintf(to, "[rank %d] %.*s\n", rank, static_cast<int>(newline - start), partial.data() + start);
     start = newline + 1;
+  }
+  // A line that never ends (a progress bar with \r, binary output) is printed in pieces instead
+  // of growing without bound.
+  while (partial.size() - start >= max_line_length) {
+    std::fprintf(to, "[rank %d] %.*s\n", rank, static_cast<int>(max_line_length), partial.data() + start);
+    start += max_line_length;
   }
   partial.erase(0, start);
   if (flush_all && !partial.empty()) {
@@ -65,51 +74,156 @@ CAIRN_DECL void emit_lines(int rank, std::string& partial, char const* data, std
   std::fflush(to);
 }
 
+CAIRN_DECL int start_rank(std::vector<std::string> const& command, std::map<std::string, std::string> const& variables,
+                          int out, int err, pid_t& pid) {
+  // Everything the child needs is made before the fork: after it, only async-signal-safe calls.
+  std::vector<std::string> entries;
+  for (char** e = environ; *e; ++e) {
+    std::string_view entry(*e);
+    if (!variables.contains(std::string(entry.substr(0, entry.find('='))))) entries.emplace_back(entry);
+  }
+  for (auto const& [key, value] : variables) entries.push_back(key + '=' + value);
+  std::vector<char*> envp, argv;
+  for (auto& e : entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  auto words = command;
+  for (auto& a : words) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int report[2]; // the child's exec error, if any; closed by a successful exec
+  if (::pipe2(report, O_CLOEXEC) != 0) return errno;
+  pid_t parent = ::getpid();
+  pid = ::fork();
+  if (pid < 0) {
+    int reason = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return reason;
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);                         // a process group of its own: stopped with what it starts
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);      // and gone with the launcher, however the launcher ends
+    if (::getppid() != parent) ::_exit(127); // the launcher died before the line above
+    int in = ::open("/dev/null", O_RDONLY);  // out of the terminal's group, reading it would stop the rank
+    if (in >= 0 && in != 0) {
+      ::dup2(in, 0);
+      ::close(in);
+    }
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) ::signal(s, SIG_DFL);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    int reason = errno;
+    [[maybe_unused]] auto ignored = ::write(report[1], &reason, sizeof reason);
+    ::_exit(127);
+  }
+  ::close(report[1]);
+  int reason = 0;
+  ssize_t n = 0;
+  do {
+    n = ::read(report[0], &reason, sizeof reason);
+  } while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof reason)) {
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+    return reason;
+  }
+  return 0;
+}
+
+CAIRN_DECL void reserve_resources(int processes) {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0) return;
+  auto needed = static_cast<rlim_t>(files_needed(processes));
+  if (files.rlim_cur != RLIM_INFINITY && files.rlim_cur < needed) {
+    auto raised = files;
+    raised.rlim_cur = files.rlim_max == RLIM_INFINITY ? needed : std::min(needed, files.rlim_max);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) files = raised;
+    if (files.rlim_cur < needed)
+      throw error("-n " + std::to_string(processes) + " needs about " + std::to_string(needed) +
+                  " open files in the launcher (two pipes a rank); the limit is " + std::to_string(files.rlim_cur) +
+                  " (ulimit -n): raise it, or start fewer ranks. No rank was started");
+  }
+}
+
 } // namespace cairn::comm::detail
 
 namespace cairn::comm {
 
 CAIRN_DECL int launch(launch_options const& options) {
   using namespace std::chrono;
+  if (options.processes < 1) throw error("launch needs at least one process");
+  if (options.port < 0 || options.port > 65535)
+    throw error("port " + std::to_string(options.port) + " is not a TCP port (1 to 65535)");
+  detail::reserve_resources(options.processes);
   int port = options.port ? options.port : detail::free_port();
   if (::pipe2(detail::forwarded_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
     throw error(std::string("cannot create a pipe: ") + std::strerror(errno));
   struct sigaction action {};
   action.sa_handler = detail::on_signal;
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(s, &action, nullptr);
+  int const forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+  for (int s : forwarded) ::sigaction(s, &action, nullptr);
 
   std::vector<detail::rank_process> ranks;
+  // Each rank leads a process group of its own: a signal to the launcher's group (Ctrl-C at a
+  // terminal) reaches the ranks once, through the launcher, and stopping a rank's group stops
+  // whatever it started.
+  auto signal_groups = [&](int signal) {
+    for (auto& p : ranks) ::kill(-p.pid, signal);
+  };
+  auto abandon = [&] { // on a failure to start: nothing started outlives it
+    signal_groups(SIGKILL);
+    for (auto& p : ranks) {
+      if (p.running) ::waitpid(p.pid, nullptr, 0);
+      for (int fd : {p.out, p.err})
+        if (fd >= 0) ::close(fd);
+    }
+  };
   for (int r = 0; r < options.processes; ++r) {
     int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
-      throw error(std::string("cannot create a pipe: ") + std::strerror(errno));
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      auto reason = errno;
+      abandon();
+      throw error(std::string("cannot create a pipe for rank ") + std::to_string(r) + ": " + std::strerror(reason) +
+                  (r > 0 ? "; the ranks started before it were stopped" : ""));
+    }
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+      auto reason = errno;
+      ::close(out[0]);
+      ::close(out[1]);
+      abandon();
+      throw error(std::string("cannot create a pipe for rank ") + std::to_string(r) + ": " + std::strerror(reason) +
+                  (r > 0 ? "; the ranks started before it were stopped" : ""));
+    }
     std::map<std::string, std::string> variables{
         {"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(options.processes)},
         {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(options.processes)},
         {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", std::to_string(port)}};
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-    pid_t pid = 0;
-    int failed = cairn::detail::spawn(options.command, variables, &actions, pid);
-    posix_spawn_file_actions_destroy(&actions);
+    pid_t pid = -1;
+    int failed = detail::start_rank(options.command, variables, out[1], err[1], pid);
     ::close(out[1]);
     ::close(err[1]);
     if (failed) {
-      for (auto& p : ranks) ::kill(p.pid, SIGKILL);
-      throw error("cannot start '" + options.command[0] + "': " + std::strerror(failed));
+      ::close(out[0]);
+      ::close(err[0]);
+      abandon();
+      throw error("cannot start '" + options.command[0] + "' as rank " + std::to_string(r) + ": " +
+                  std::strerror(failed) + (r > 0 ? "; the ranks started before it were stopped" : ""));
     }
     ranks.push_back({r, pid, out[0], err[0], {}, {}, true, 0});
   }
 
   int result = 0;
-  std::optional<steady_clock::time_point> stopping;    // when the others were asked to stop
-  std::optional<steady_clock::time_point> agreed_stop; // when a rank stopped in agreement
-  std::optional<steady_clock::time_point> all_exited;  // grandchildren may still hold the pipes
+  std::optional<steady_clock::time_point> stopping;     // when the others were asked to stop
+  std::optional<steady_clock::time_point> agreed_stop;  // when a rank stopped in agreement
+  std::optional<steady_clock::time_point> all_exited;   // grandchildren may still hold the pipes
+  std::optional<steady_clock::time_point> forwarded_at; // the last stop signal forwarded
   auto stop_all = [&](int signal) {
     for (auto& p : ranks)
-      if (p.running) ::kill(p.pid, signal);
+      if (p.running) ::kill(-p.pid, signal);
   };
   for (;;) {
     std::vector<pollfd> fds{{detail::forwarded_signal_pipe[0], POLLIN, 0}};
@@ -119,7 +233,12 @@ CAIRN_DECL int launch(launch_options const& options) {
     }
     ::poll(fds.data(), fds.size(), 100);
     unsigned char signal = 0;
-    while (::read(detail::forwarded_signal_pipe[0], &signal, 1) == 1) stop_all(signal);
+    while (::read(detail::forwarded_signal_pipe[0], &signal, 1) == 1) {
+      auto now = steady_clock::now();
+      if (forwarded_at && now - *forwarded_at < options.stop_signal_window) continue; // the same request
+      forwarded_at = now;
+      stop_all(signal);
+    }
     for (auto& p : ranks) {
       for (auto [fd, partial, to] :
            {std::tuple{&p.out, &p.out_partial, stdout}, std::tuple{&p.err, &p.err_partial, stderr}}) {
@@ -167,6 +286,12 @@ CAIRN_DECL int launch(launch_options const& options) {
       stopping = steady_clock::now();
     }
   }
+  for (auto& p : ranks)
+    for (int fd : {p.out, p.err})
+      if (fd >= 0) ::close(fd);
+  // A failed job leaves nothing behind: what its ranks started (still holding their process
+  // groups) goes with it.
+  if (result != 0 && result != options.agreed_stop_status) signal_groups(SIGKILL);
   return result;
 }
 
