@@ -97,6 +97,17 @@ void rewrite(fs::path const& path, std::function<bool(cairn::io::tensor_info&)> 
   fs::rename(copy, path);
 }
 
+/// The conversion of the distributed checkpoint `in` to a state_dict one at `out`.
+cairn::convert_config to_state_dict(fs::path in, fs::path out, bool replace = false) {
+  cairn::convert_config config;
+  config.input.path = std::move(in);
+  config.input.format = distributed;
+  config.output.path = std::move(out);
+  config.output.format = state_dict;
+  config.replace = replace;
+  return config;
+}
+
 /// A pristine save of the test model in `format` at `path`.
 void save(fs::path const& path, cairn::checkpoint_format format) {
   auto state = test_model::make(scheme::dim, 0, 1, true);
@@ -288,11 +299,7 @@ TEST_CASE("sizes and types in metadata are checked against the file's tensors be
 
   SUBCASE("convert refuses metadata claiming more elements, naming the file, and writes nothing") {
     apply("metadata (version 1) claiming more elements than the file holds", dir / "more");
-    cairn::convert_config config;
-    config.input.path = dir / "more";
-    config.input.format = distributed;
-    config.output.path = dir / "out";
-    config.output.format = state_dict;
+    auto config = to_state_dict(dir / "more", dir / "out");
     CHECK_THROWS_WITH_AS(cairn::convert_checkpoint(config),
                          ((dir / "more" / "rank_0.safetensors").string() +
                           ": tensor 'embedding/weights' holds 40 elements, the checkpoint's metadata says 48")
@@ -304,11 +311,7 @@ TEST_CASE("sizes and types in metadata are checked against the file's tensors be
   }
   SUBCASE("a claimed size of 2^40 elements is an error, not an allocation") {
     apply("metadata (version 1) claiming 2^40 elements", dir / "huge");
-    cairn::convert_config config;
-    config.input.path = dir / "huge";
-    config.input.format = distributed;
-    config.output.path = dir / "out";
-    config.output.format = state_dict;
+    auto config = to_state_dict(dir / "huge", dir / "out");
     CHECK_THROWS_WITH_AS(cairn::convert_checkpoint(config), doctest::Contains("the checkpoint's metadata says"),
                          cairn::io::io_error);
     CHECK_FALSE(cairn::verify_checkpoint(dir / "huge").ok());
@@ -328,11 +331,7 @@ TEST_CASE("sizes and types in metadata are checked against the file's tensors be
   }
   SUBCASE("convert refuses a dtype the metadata does not give") {
     apply("metadata (version 1) claiming another dtype", dir / "dtype");
-    cairn::convert_config config;
-    config.input.path = dir / "dtype";
-    config.input.format = distributed;
-    config.output.path = dir / "out";
-    config.output.format = state_dict;
+    auto config = to_state_dict(dir / "dtype", dir / "out");
     CHECK_THROWS_WITH_AS(cairn::convert_checkpoint(config),
                          doctest::Contains("tensor 'layer.weight/weights' is stored as F64, the checkpoint's metadata "
                                            "says F32"),
@@ -385,13 +384,7 @@ TEST_CASE("conversions are written aside and renamed into place, never over anot
   temp_dir dir;
   save(dir / "in", distributed);
   auto convert = [&](fs::path const& out, bool replace) {
-    cairn::convert_config config;
-    config.input.path = dir / "in";
-    config.input.format = distributed;
-    config.output.path = out;
-    config.output.format = state_dict;
-    config.replace = replace;
-    return cairn::convert_checkpoint(config);
+    return cairn::convert_checkpoint(to_state_dict(dir / "in", out, replace));
   };
   auto no_leftovers = [&] {
     for (auto const& entry : fs::recursive_directory_iterator(dir.path)) {
@@ -429,6 +422,36 @@ TEST_CASE("conversions are written aside and renamed into place, never over anot
     CHECK(read_bytes(saves.path(5) / "rank_0.safetensors") == before);
     CHECK_FALSE(saves.problem(5));
     no_leftovers();
+  }
+  SUBCASE("replace=true replaces an earlier conversion only: never an experiment directory or what holds one") {
+    // An experiment directory (its lock, its checkpoints/) or any directory above one.
+    cairn::save_directory saves(dir / "runs" / "live" / "checkpoints");
+    save(saves.begin(8), distributed);
+    saves.commit(8);
+    write_bytes(dir / "runs" / "live" / ".cairn.lock", "host h, pid 1\n");
+    for (auto target : {dir / "runs" / "live", dir / "runs"}) {
+      CAPTURE(target);
+      CHECK_THROWS_WITH_AS(convert(target, true), doctest::Contains("replace=true replaces an earlier conversion only"),
+                           cairn::config_error);
+    }
+    CHECK(saves.complete() == std::vector<std::int64_t>{8});
+    CHECK(fs::exists(dir / "runs" / "live" / ".cairn.lock"));
+    no_leftovers();
+  }
+  SUBCASE("never where an experiment keeps its saves, even a name no save has yet") {
+    cairn::save_directory saves(dir / "experiment" / "checkpoints");
+    save(saves.begin(8), distributed);
+    saves.commit(8);
+    for (auto name : {"99", ".partial-20", ".replaced-8"}) {
+      CAPTURE(name);
+      CHECK_THROWS_WITH_AS(convert(dir / "experiment" / "checkpoints" / name, false),
+                           doctest::Contains("is where an experiment keeps its saves"), cairn::config_error);
+    }
+    CHECK_THROWS_WITH_AS(convert(dir / "experiment" / "export" / "12", false),
+                         doctest::Contains("is where an experiment keeps its saves"), cairn::config_error);
+    // A folder named export elsewhere, holding a name that is not a save's, is fine.
+    convert(dir / "experiment" / "export" / "hf-copy", false);
+    CHECK(cairn::verify_checkpoint(dir / "experiment" / "export" / "hf-copy").ok());
   }
   SUBCASE("an empty directory is filled; a file in the way is refused") {
     fs::create_directories(dir / "empty");

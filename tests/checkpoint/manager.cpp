@@ -470,6 +470,25 @@ TEST_CASE("preflight refuses, before step one, what would fail later") {
   }
 }
 
+TEST_CASE("the lock is a file of its own: never a symbolic or hard link, whose target it would overwrite") {
+  temp_dir tmp;
+  comm::single_process comm;
+  auto state = manager_test::make(0, 1, 0);
+  std::ofstream(tmp / "precious") << "keep me";
+  std::filesystem::create_directories(tmp / "run");
+  SUBCASE("a hard link") {
+    std::filesystem::create_hard_link(tmp / "precious", tmp / "run" / ".cairn.lock");
+    manager m(schedule(R"({"train_iters": 2, "checkpoint": {"interval": 1}})"), tmp / "run", comm);
+    CHECK_THROWS_WITH_AS(m.resume(state), doctest::Contains("has other names (hard links)"), error);
+  }
+  SUBCASE("a symbolic link") {
+    std::filesystem::create_symlink(tmp / "precious", tmp / "run" / ".cairn.lock");
+    manager m(schedule(R"({"train_iters": 2, "checkpoint": {"interval": 1}})"), tmp / "run", comm);
+    CHECK_THROWS_WITH_AS(m.resume(state), doctest::Contains("is a symbolic link"), error);
+  }
+  CHECK(read_text(tmp / "precious") == "keep me");
+}
+
 TEST_CASE("one run at a time: a second manager on the directory fails before it resumes, saying who holds it") {
   temp_dir tmp;
   comm::single_process comm;
@@ -581,6 +600,39 @@ TEST_CASE("a stop signal ends the run after the current iteration, with a checkp
     ::waitpid(child, &status, 0);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 75);
+  }
+  SUBCASE("copies of the request arriving after the manager is gone do not kill a process that is exiting") {
+    auto child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      {
+        stop_signals signals(default_stop_signals(), std::chrono::milliseconds(300));
+        std::raise(SIGTERM);
+        if (signals.received() != SIGTERM) ::_exit(1);
+      }                    // a program that saved its checkpoint and is on its way out
+      std::raise(SIGTERM); // the launcher's copy, a moment later
+      ::usleep(400'000);   // after the window, the signal goes where it went before: the default
+      std::raise(SIGINT);
+      ::_exit(75); // not reached
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGINT); // survived the copy of SIGTERM; a later, new request ends it
+  }
+  SUBCASE("a signal ignored when the run starts stays ignored (nohup ignores SIGHUP)") {
+    auto child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      ::signal(SIGHUP, SIG_IGN);
+      stop_signals signals;
+      std::raise(SIGHUP);
+      ::_exit(signals.received() == 0 ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
   }
   SUBCASE("SIGHUP (a closed terminal or ssh session) is a stop request like SIGTERM") {
     manager m(schedule(R"({"train_iters": 10, "checkpoint": {"interval": 4}})"), tmp.path, comm);
@@ -714,6 +766,14 @@ TEST_CASE("when every checkpoint is refused before loading, the run stops with e
     CHECK(text.find("bytes, the marker says") != std::string::npos);
     CHECK(m.checkpoints().complete() == list{4, 6});
   }
+  SUBCASE("a save renamed by hand (not an iteration) is named too, never taken for none") {
+    std::filesystem::rename(tmp / "checkpoints" / "6", tmp / "checkpoints" / "0006");
+    manager m(cfg, tmp.path, comm, sync_options());
+    auto state = manager_test::make(0, 1, 0);
+        auto expected = (tmp / "checkpoints" / "0006").string() + ": a save under a name that is not an iteration";
+    CHECK_THROWS_WITH_AS(m.resume(state), doctest::Contains(expected.c_str()), error);
+    CHECK(std::filesystem::exists(tmp / "checkpoints" / "0006" / completion_marker));
+  }
   SUBCASE("one refused before loading and one failing to load: both named") {
     auto file = tmp / "checkpoints" / "4" / "rank_0.safetensors";
     std::filesystem::resize_file(file, std::filesystem::file_size(file) + 1); // the size it had
@@ -771,22 +831,28 @@ TEST_CASE("async saves under failures of the export, the checkpoint and a callba
     captured log;
     failed_path.clear();
     bool threw = false;
+    bool export_failed = false;
     {
       manager m(cfg, tmp.path, comm);
       train(m, state, 1, 1);
       async_operations = 0;
-      io::scoped_fault_injection failing(fail_nth_async);
-      try {
-        train(m, state, 2, 2);
-        m.finish();
-      } catch (error const& e) {
-        threw = true;
-        CHECK(std::string(e.what()).find(tmp.path.string()) != std::string::npos);
+      {
+        io::scoped_fault_injection failing(fail_nth_async);
+        try {
+          train(m, state, 2, 2);
+          m.finish();
+        } catch (error const& e) {
+          threw = true;
+          CHECK(std::string(e.what()).find(tmp.path.string()) != std::string::npos);
+        }
       }
+      // Committed when the error propagated, not later by the manager's destructor (which only
+      // one process can rely on: across ranks it cannot commit).
+      export_failed = !failed_path.empty() && failed_path.find((tmp / "export").string()) == 0;
+      if (export_failed) CHECK(m.checkpoints().complete() == list{2});
     }
     if (failed_path.empty()) continue; // the run took another path this time (fewer operations)
     CHECK(threw);
-    bool export_failed = failed_path.find((tmp / "export").string()) == 0;
     (export_failed ? export_failures : checkpoint_failures)++;
     save_directory checkpoints(tmp / "checkpoints"), exports(tmp / "export");
     // Only the checkpoint's own failure may cost it; whatever is complete is whole and right.

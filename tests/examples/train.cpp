@@ -31,8 +31,11 @@ struct result {
   std::string output; // stdout and stderr together
 };
 
-/// Starts `argv` with its output to `log`; its pid.
-pid_t start(std::vector<std::string> argv, std::filesystem::path const& log) {
+enum class group { inherited, own };
+
+/// Starts `argv` with its output to `log`; its pid. With group::own, as a shell starts a job: a
+/// process group of its own.
+pid_t start(std::vector<std::string> argv, std::filesystem::path const& log, group in = group::inherited) {
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -40,8 +43,15 @@ pid_t start(std::vector<std::string> argv, std::filesystem::path const& log) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  if (in == group::own) {
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, 0);
+  }
   pid_t pid = 0;
-  int spawned = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int spawned = ::posix_spawn(&pid, args[0], &actions, &attributes, args.data(), environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   REQUIRE(spawned == 0);
   return pid;
@@ -402,27 +412,6 @@ TEST_CASE("SIGTERM to the launcher of a running job, and a second job on its dir
 
 namespace {
 
-/// Starts `argv` as a job of its own process group, as a shell starts one; its pid.
-pid_t start_job(std::vector<std::string> argv, std::filesystem::path const& log) {
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attributes, 0);
-  pid_t pid = 0;
-  int spawned = ::posix_spawn(&pid, args[0], &actions, &attributes, args.data(), environ);
-  posix_spawnattr_destroy(&attributes);
-  posix_spawn_file_actions_destroy(&actions);
-  REQUIRE(spawned == 0);
-  return pid;
-}
-
 /// The children of process `pid`.
 std::vector<pid_t> children_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
@@ -471,7 +460,7 @@ TEST_CASE("one stop request, however delivered, gives one graceful stop with its
     auto dir = tmp / ("job-" + std::to_string(n++));
     std::filesystem::create_directories(dir);
     auto log = dir / "job.log";
-    auto job = start_job(train_command(2, dir, endless), log);
+    auto job = start(train_command(2, dir, endless), log, group::own);
     wait_for_line(log, "iteration 10/");
     d.send(job);
     CHECK(wait_for(job) == 75);

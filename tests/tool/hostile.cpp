@@ -127,6 +127,19 @@ TEST_CASE("every subcommand refuses hostile inputs with a message naming the pat
     add("metadata.json of 8 GiB (sparse)", d);
   }
   {
+    auto d = distributed(tmp / "metadata-sparse-under-limit");
+    write_text(d / "metadata.json", "{");
+    fs::resize_file(d / "metadata.json",
+                    std::uint64_t{900} << 20); // under the 1 GiB limit: read, until its first bad byte
+    add("metadata.json of 900 MiB (sparse: zeros)", d);
+  }
+  {
+    auto d = state_dict(tmp / "index-sparse-under-limit");
+    write_text(d / "state_dict.safetensors.index.json", "{\"weight_map\": {");
+    fs::resize_file(d / "state_dict.safetensors.index.json", std::uint64_t{1000} << 20);
+    add("a state_dict index of 1000 MiB (sparse: zeros)", d);
+  }
+  {
     auto d = distributed(tmp / "rank-sparse");
     std::string head(8, '\0');
     head[4] = 1; // a header length of 2^32 bytes
@@ -232,8 +245,11 @@ TEST_CASE("check-storage reports what the filesystem guarantees, each property o
         "holds  rename of a directory", "holds  flock excludes a second process",
         "holds  read after write across processes", "holds  mmap reads what was written", "holds  free space"})
     CHECK_MESSAGE(r.output.find(line) != std::string::npos, r.output);
-  // It leaves nothing behind but the directory it was given.
-  CHECK(fs::is_empty(tmp / "run"));
+  // It leaves nothing behind, not even the directory it was given when it had to make it.
+  CHECK_FALSE(fs::exists(tmp / "run"));
+  fs::create_directories(tmp / "kept");
+  CHECK(tool({"check-storage", (tmp / "kept").string()}, tmp / "log3").status == 0);
+  CHECK(fs::is_empty(tmp / "kept"));
   auto bad = tool({"check-storage", "/dev/null/x"}, tmp / "log2");
   CHECK(bad.status == 1);
   CHECK(bad.output.find("/dev/null/x") != std::string::npos);

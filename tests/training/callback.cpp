@@ -140,3 +140,28 @@ TEST_CASE("timeout and max_running are checked") {
                        "1 config error:\n  max_running: must be > 0, got 0", cairn::config_error);
   CHECK_FALSE(cairn::from_string<cairn::callback_config>(R"({"timeout": null})").timeout);
 }
+
+TEST_CASE("a callback is told to stop when the program ends without waiting for it") {
+  auto dir = std::filesystem::temp_directory_path() / ("cairn_callback_orphan_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto pid_file = dir / "pid";
+  auto program = ::fork();
+  REQUIRE(program >= 0);
+  if (program == 0) { // a trainer that fails while its callback runs
+    cairn::callback_config config;
+    config.script.argv = {"sh", "-c", "echo $$ > " + pid_file.string() + "; exec sleep 300"};
+    cairn::running_callbacks running;
+    running.start(config, "save", 1, "checkpoint");
+    for (int i = 0; i < 500 && !std::filesystem::exists(pid_file); ++i) ::usleep(10'000);
+    ::_exit(1);
+  }
+  int status = 0;
+  ::waitpid(program, &status, 0);
+  std::ifstream in(pid_file);
+  pid_t callback = 0;
+  in >> callback;
+  REQUIRE(callback > 0);
+  for (int i = 0; i < 250 && !gone(callback); ++i) ::usleep(20'000);
+  CHECK(gone(callback));
+  std::filesystem::remove_all(dir);
+}

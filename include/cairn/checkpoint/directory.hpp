@@ -69,6 +69,10 @@ public:
   /// The iterations of the saves holding a marker, ascending.
   [[nodiscard]] CAIRN_DECL std::vector<std::int64_t> complete() const;
 
+  /// Directories holding a marker under a name that is not an iteration (`0008`, `+8`, `8.bak`):
+  /// saves renamed by hand, never resumed from nor deleted, which a resume reports.
+  [[nodiscard]] CAIRN_DECL std::vector<std::filesystem::path> misnamed() const;
+
   /// Why the save at `iteration` is not complete and sound, or nothing when it is: its marker
   /// must parse, and every file it lists must be there with the listed size and the listed
   /// checksum of its header (so a file of another save, or of another rank, is not taken for

@@ -61,13 +61,6 @@ inline constexpr std::size_t max_line_length = std::size_t{1} << 16;
 CAIRN_DECL void emit_lines(int rank, std::string& partial, char const* data, std::size_t size, FILE* to,
                            bool flush_all);
 
-/// Starts `command` (searching PATH, never through a shell) as a rank: a process group of its
-/// own, killed when the launcher dies however it dies, stdin from /dev/null, stdout and stderr
-/// to `out` and `err`, the current environment plus `variables`. Returns 0 and sets `pid`, or
-/// the error number of the failure (ENOENT for a program that does not exist, …).
-CAIRN_DECL int start_rank(std::vector<std::string> const& command, std::map<std::string, std::string> const& variables,
-                          int out, int err, pid_t& pid);
-
 /// The open files `processes` ranks take in the launcher, with a margin.
 constexpr std::size_t files_needed(int processes) { return 2 * static_cast<std::size_t>(processes) + 32; }
 

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,10 +24,13 @@ inline std::string size_text(std::size_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-/// Reads the regular file `path` whole into `text`, refusing more than `limit` bytes. Returns
-/// the empty string, or why it cannot: not there, not a regular file (a FIFO or device is
-/// refused without blocking), larger than the limit, unreadable.
-inline std::string read_regular_file(std::filesystem::path const& path, std::size_t limit, std::string& text) {
+/// Reads the regular file `path` whole into `text`, refusing more than `limit` bytes, and hands
+/// each piece read to `consume(std::string_view piece)`, which returns false to stop reading (a
+/// parser that found the text bad: a sparse file of zeros then costs one piece of memory, not its
+/// size). Returns the empty string, or why it cannot: not there, not a regular file (a FIFO or
+/// device is refused without blocking), larger than the limit, unreadable.
+template <class Consume> std::string read_regular_file(std::filesystem::path const& path, std::size_t limit,
+                                                       std::string& text, Consume&& consume) {
   text.clear();
   int fd = 0;
   do {
@@ -43,22 +47,25 @@ inline std::string read_regular_file(std::filesystem::path const& path, std::siz
   if (!S_ISREG(info.st_mode)) return "not a regular file (a FIFO, socket or device): refused";
   if (static_cast<std::uint64_t>(info.st_size) > limit)
     return std::to_string(info.st_size) + " bytes, larger than the limit of " + size_text(limit);
-  text.resize(static_cast<std::size_t>(info.st_size));
-  std::size_t have = 0;
+  text.reserve(static_cast<std::size_t>(info.st_size)); // memory is touched only as it fills
+  constexpr std::size_t piece = std::size_t{1} << 16;
+  char buffer[piece];
   for (;;) {
-    if (have == text.size()) {
-      if (text.size() > limit) return "larger than the limit of " + size_text(limit);
-      auto room = limit - text.size(); // one byte past the limit tells a file that grew beyond it
-      text.resize(text.size() + (room >= (std::size_t{1} << 16) ? (std::size_t{1} << 16) : room + 1));
-    }
-    auto n = ::read(fd, text.data() + have, text.size() - have);
+    if (text.size() > limit) return "larger than the limit of " + size_text(limit);
+    auto room = limit - text.size(); // one byte past the limit tells a file that grew beyond it
+    auto n = ::read(fd, buffer, room >= piece ? piece : room + 1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return std::string("cannot read: ") + std::strerror(errno);
     if (n == 0) break;
-    have += static_cast<std::size_t>(n);
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() <= limit && !consume(std::string_view(buffer, static_cast<std::size_t>(n)))) break;
   }
-  text.resize(have);
   return {};
+}
+
+/// Reads the regular file `path` whole into `text` (see above).
+inline std::string read_regular_file(std::filesystem::path const& path, std::size_t limit, std::string& text) {
+  return read_regular_file(path, limit, text, [](std::string_view) { return true; });
 }
 
 } // namespace cairn::detail

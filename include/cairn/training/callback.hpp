@@ -113,7 +113,8 @@ struct callback_config {
   [[nodiscard]] bool enabled() const noexcept { return !script.empty(); }
 
   /// Starts the script without a shell and without waiting for it, in a process group of its
-  /// own, in the current environment plus `environment` plus `extra` (later ones win). Throws
+  /// own (it gets SIGTERM if the program ends without waiting for it), in the current
+  /// environment plus `environment` plus `extra` (later ones win). Throws
   /// cairn::error naming the program when it cannot be started (not found, not executable).
   [[nodiscard]] CAIRN_DECL child_process run(std::map<std::string, std::string> const& extra = {}) const;
 };

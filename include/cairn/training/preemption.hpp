@@ -29,16 +29,16 @@ inline constexpr int preempted_exit_status = 75;
 /// Catches `signals` while it lives: the first one only sets a flag that the training loop reads
 /// between iterations (`received()`); any of them within `window` after it is the same request
 /// (ignored); one after that ends the process at once, as that signal would have. The handlers
-/// before it are restored when it goes. One at a time per process.
+/// before it are restored when it goes; after a stop request, only once its window has passed
+/// (a copy of the request still on its way must not kill a process that is exiting cleanly). A
+/// signal ignored when it starts stays ignored (nohup ignores SIGHUP). One at a time per process.
 class stop_signals {
 public:
   CAIRN_DECL explicit stop_signals(std::vector<int> signals = default_stop_signals(),
                                    std::chrono::milliseconds window = default_stop_signal_window);
   stop_signals(stop_signals const&) = delete;
   stop_signals& operator=(stop_signals const&) = delete;
-  ~stop_signals() {
-    for (std::size_t i = 0; i < signals_.size(); ++i) ::sigaction(signals_[i], &previous_[i], nullptr);
-  }
+  CAIRN_DECL ~stop_signals();
 
   /// The first signal received, or 0.
   [[nodiscard]] int received() const noexcept { return state().signal.load(); }
@@ -48,6 +48,8 @@ private:
     std::atomic<int> signal{0};
     std::atomic<std::int64_t> at_ns{0};     // CLOCK_MONOTONIC of the first signal
     std::atomic<std::int64_t> window_ns{0}; // repeats within it are the same request
+    std::atomic<bool> lingering{false};     // the object is gone; its handlers stay for the window
+    struct sigaction previous[NSIG] {};     // the handlers before, by signal number
   };
   CAIRN_DECL static shared& state() noexcept;
   CAIRN_DECL static void on_signal(int signal);

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <unistd.h>
 #include <vector>
@@ -141,6 +142,32 @@ inline bool has_entries(std::filesystem::path const& dir) {
   return std::filesystem::directory_iterator(dir, ec) != std::filesystem::directory_iterator();
 }
 
+/// Why the non-empty directory `dir` may not be replaced by a conversion, or nothing: only an
+/// earlier conversion may be, a checkpoint of a known format holding files alone (not a save of
+/// an experiment, nor an experiment directory or anything else holding directories).
+inline std::optional<std::string> not_replaceable(std::filesystem::path const& dir) {
+  if (save_status(dir).is_save) return "is a save of an experiment: a conversion never replaces one";
+  if (!detect_format(dir)) return "holds no checkpoint: replace=true replaces an earlier conversion only";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec) || it->is_symlink(ec) || it->path().filename() == ".cairn.lock")
+      return "holds " + it->path().filename().string() +
+             ", which no conversion writes: replace=true replaces an earlier conversion only";
+  if (ec) return "cannot be listed: " + ec.message();
+  return std::nullopt;
+}
+
+/// Whether `name` in `parent` is where an experiment's directory of saves keeps a save
+/// (`checkpoints/<n>`, `export/.partial-<n>`, …): what it finds there without a marker, it removes.
+inline bool in_saves(std::filesystem::path const& parent, std::string const& name) {
+  auto folder = parent.filename();
+  if (folder != experiment_layout::checkpoints_folder && folder != experiment_layout::exports_folder) return false;
+  for (std::string_view prefix : {"", ".partial-", ".replaced-"})
+    if (name.starts_with(prefix) && save_directory::iteration_of(std::string_view(name).substr(prefix.size())))
+      return true;
+  return false;
+}
+
 } // namespace detail
 
 CAIRN_DECL staged_output::staged_output(std::filesystem::path output, bool replace)
@@ -153,13 +180,18 @@ CAIRN_DECL staged_output::staged_output(std::filesystem::path output, bool repla
     name = std::filesystem::absolute(output_).lexically_normal().filename();
   if (name.empty()) refuse("names no directory that can be written");
   std::error_code ec;
-  auto status = std::filesystem::symlink_status(output_, ec);
+    auto status = std::filesystem::symlink_status(output_, ec);
+    if (std::filesystem::exists(status) && save_status(output_).is_save)
+    refuse("is a save of an experiment: a conversion never replaces one; write it somewhere else");
+  if (detail::in_saves(std::filesystem::absolute(output_).lexically_normal().parent_path(), name.string()))
+    refuse("is where an experiment keeps its saves (its resume would remove what it finds there): write the "
+           "conversion somewhere else");
   if (std::filesystem::exists(status)) {
     if (!std::filesystem::is_directory(std::filesystem::status(output_, ec))) refuse("exists and is not a directory");
-    if (auto save = save_status(output_); save.is_save)
-      refuse("is a save of an experiment: a conversion never replaces one; write it somewhere else");
-    if (detail::has_entries(output_) && !replace_)
-      refuse("is not empty: write the conversion somewhere else, or give replace=true to replace it");
+        if (detail::has_entries(output_)) {
+      if (!replace_) refuse("is not empty: write the conversion somewhere else, or give replace=true to replace it");
+      if (auto problem = detail::not_replaceable(output_)) refuse(*problem);
+    }
   }
   auto parent = output_.parent_path();
   if (parent.empty()) parent = ".";
@@ -184,10 +216,9 @@ CAIRN_DECL void staged_output::commit() {
       throw config_error({{"output.path", "'" + output_.string() +
                                               "' was written by something else during the conversion: left as "
                                               "it is; the conversion is not kept"}});
-    if (save_status(output_).is_save)
-      throw config_error({{"output.path", "'" + output_.string() +
-                                              "' became a save of an experiment during the "
-                                              "conversion: left as it is"}});
+    if (auto problem = detail::not_replaceable(output_))
+      throw config_error({{"output.path", "'" + output_.string() + "' changed during the conversion and " + *problem +
+                                              ": left as it is"}});
     aside = parent / ("." + staging_.filename().string().substr(1) + ".replaced");
     io::rename_path(output_, aside);
   }

@@ -44,6 +44,18 @@ CAIRN_DECL std::vector<std::int64_t> save_directory::complete() const {
   return out;
 }
 
+CAIRN_DECL std::vector<std::filesystem::path> save_directory::misnamed() const {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
+    auto name = it->path().filename().string();
+    if (it->is_symlink(ec) || !it->is_directory(ec) || name.starts_with(".") || iteration_of(name)) continue;
+    if (std::filesystem::exists(it->path() / completion_marker, ec)) out.push_back(it->path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 CAIRN_DECL std::optional<std::string> save_directory::problem(std::int64_t iteration) const {
   auto dir = path(iteration);
   auto marker = dir / completion_marker;

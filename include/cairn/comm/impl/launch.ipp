@@ -3,7 +3,7 @@
 #pragma once
 
 #include <cairn/comm/launch.hpp>
-#include <cairn/detail/spawn.hpp> // environ
+#include <cairn/detail/spawn.hpp>
 #include <cairn/error.hpp>
 
 #include <algorithm>
@@ -20,7 +20,6 @@
 #include <poll.h>
 #include <string>
 #include <string_view>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -74,66 +73,6 @@ CAIRN_DECL void emit_lines(int rank, std::string& partial, char const* data, std
   std::fflush(to);
 }
 
-CAIRN_DECL int start_rank(std::vector<std::string> const& command, std::map<std::string, std::string> const& variables,
-                          int out, int err, pid_t& pid) {
-  // Everything the child needs is made before the fork: after it, only async-signal-safe calls.
-  std::vector<std::string> entries;
-  for (char** e = environ; *e; ++e) {
-    std::string_view entry(*e);
-    if (!variables.contains(std::string(entry.substr(0, entry.find('='))))) entries.emplace_back(entry);
-  }
-  for (auto const& [key, value] : variables) entries.push_back(key + '=' + value);
-  std::vector<char*> envp, argv;
-  for (auto& e : entries) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  auto words = command;
-  for (auto& a : words) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int report[2]; // the child's exec error, if any; closed by a successful exec
-  if (::pipe2(report, O_CLOEXEC) != 0) return errno;
-  pid_t parent = ::getpid();
-  pid = ::fork();
-  if (pid < 0) {
-    int reason = errno;
-    ::close(report[0]);
-    ::close(report[1]);
-    return reason;
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);                         // a process group of its own: stopped with what it starts
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);      // and gone with the launcher, however the launcher ends
-    if (::getppid() != parent) ::_exit(127); // the launcher died before the line above
-    int in = ::open("/dev/null", O_RDONLY);  // out of the terminal's group, reading it would stop the rank
-    if (in >= 0 && in != 0) {
-      ::dup2(in, 0);
-      ::close(in);
-    }
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) ::signal(s, SIG_DFL);
-    ::execvpe(argv[0], argv.data(), envp.data());
-    int reason = errno;
-    [[maybe_unused]] auto ignored = ::write(report[1], &reason, sizeof reason);
-    ::_exit(127);
-  }
-  ::close(report[1]);
-  int reason = 0;
-  ssize_t n = 0;
-  do {
-    n = ::read(report[0], &reason, sizeof reason);
-  } while (n < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (n == static_cast<ssize_t>(sizeof reason)) {
-    ::waitpid(pid, nullptr, 0);
-    pid = -1;
-    return reason;
-  }
-  return 0;
-}
-
 CAIRN_DECL void reserve_resources(int processes) {
   rlimit files{};
   if (::getrlimit(RLIMIT_NOFILE, &files) != 0) return;
@@ -164,8 +103,13 @@ CAIRN_DECL int launch(launch_options const& options) {
     throw error(std::string("cannot create a pipe: ") + std::strerror(errno));
   struct sigaction action {};
   action.sa_handler = detail::on_signal;
-  int const forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
-  for (int s : forwarded) ::sigaction(s, &action, nullptr);
+  // Forwarded once per stop request; a signal ignored when the launcher starts stays ignored (nohup
+  // ignores SIGHUP: the job is to outlive the terminal).
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) {
+    struct sigaction before {};
+    ::sigaction(s, nullptr, &before);
+    if (before.sa_handler != SIG_IGN) ::sigaction(s, &action, nullptr);
+  }
 
   std::vector<detail::rank_process> ranks;
   // Each rank leads a process group of its own: a signal to the launcher's group (Ctrl-C at a
@@ -203,7 +147,13 @@ CAIRN_DECL int launch(launch_options const& options) {
         {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(options.processes)},
         {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", std::to_string(port)}};
     pid_t pid = -1;
-    int failed = detail::start_rank(options.command, variables, out[1], err[1], pid);
+    cairn::detail::process_options how;
+    how.own_group = true; // a Ctrl-C reaches it once, through the launcher; stopping it stops what it started
+    how.parent_death_signal = SIGKILL; // gone with the launcher, however the launcher ends
+    how.stdin_null = true;             // out of the terminal's group, reading it would stop the rank
+    how.stdout_fd = out[1];
+    how.stderr_fd = err[1];
+    int failed = cairn::detail::start_process(options.command, variables, how, pid);
     ::close(out[1]);
     ::close(err[1]);
     if (failed) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cairn/config/json.hpp>
+#include <cairn/detail/json_feed.hpp>
 #include <cairn/detail/json_keys.hpp>
 #include <cairn/detail/read_file.hpp>
 
@@ -112,24 +113,33 @@ CAIRN_DECL std::string line_and_column(std::string_view text, std::size_t offset
 
 namespace cairn {
 
-CAIRN_DECL boost::json::value parse_json(std::string_view text, std::string_view source) {
-  boost::json::stream_parser parser;
-  boost::system::error_code ec;
-  auto consumed = parser.write_some(text.data(), text.size(), ec);
-  if (!ec && consumed == text.size()) parser.finish(ec);
-  if (!ec && consumed < text.size()) {
-    auto extra = text.find_first_not_of(" \t\r\n", consumed);
+namespace detail {
+
+/// The value `feed` parsed from `text` (all of the file, or what was read of it up to its first
+/// bad byte), or a config_error naming `source`: a syntax error (line and column), text after the
+/// value, or a key given twice (which the parser keeps silently).
+inline boost::json::value finish_json(json_feed& feed, std::string_view text, std::string_view source) {
+  feed.finish();
+  if (feed.ended) {
+    auto extra = text.find_first_not_of(" \t\r\n", feed.consumed);
     if (extra != std::string_view::npos)
       throw config_error(
           {{std::string(source), "unexpected text after the JSON value at " + detail::line_and_column(text, extra)}});
   }
-  if (ec)
-    throw config_error(
-        {{std::string(source), "invalid JSON at " + detail::line_and_column(text, consumed) + ": " + ec.message()}});
-  // Valid JSON: one more pass for keys given twice, which the parser above keeps silently.
-  if (auto duplicate = detail::duplicate_key(text.substr(0, consumed)))
+  if (feed.error)
+    throw config_error({{std::string(source), "invalid JSON at " + detail::line_and_column(text, feed.consumed) + ": " +
+                                                  feed.error.message()}});
+  if (auto duplicate = detail::duplicate_key(text.substr(0, feed.consumed)))
     throw config_error({{std::string(source), "duplicate key '" + *duplicate + "'"}});
-  return parser.release();
+  return feed.parser.release();
+}
+
+} // namespace detail
+
+CAIRN_DECL boost::json::value parse_json(std::string_view text, std::string_view source) {
+  detail::json_feed feed;
+  feed.feed(text);
+  return detail::finish_json(feed, text, source);
 }
 
 CAIRN_DECL std::string detail::read_config_text(std::string const& file, std::size_t limit) {
@@ -140,7 +150,14 @@ CAIRN_DECL std::string detail::read_config_text(std::string const& file, std::si
 }
 
 CAIRN_DECL boost::json::value read_json_file(std::string const& file, std::size_t limit) {
-  return parse_json(detail::read_config_text(file, limit), file);
+  // Parsed as it is read: a file that is not JSON is read only up to its first bad byte.
+  detail::json_feed feed;
+  std::string text;
+  if (auto problem =
+          detail::read_regular_file(file, limit, text, [&](std::string_view piece) { return feed.feed(piece); });
+      !problem.empty())
+    throw config_error({{file, problem}});
+  return detail::finish_json(feed, text, file);
 }
 
 namespace detail {

@@ -2,6 +2,7 @@
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/detail/json_feed.hpp>
 #include <cairn/detail/json_keys.hpp>
 #include <cairn/detail/read_file.hpp>
 #include <cairn/io/error.hpp>
@@ -36,12 +37,17 @@ CAIRN_DECL bool stays_inside(std::string const& name) {
 }
 
 CAIRN_DECL safetensors_index read_index(std::filesystem::path const& path, std::size_t limit) {
+  // Parsed as it is read: a file that is not JSON is read only up to its first bad byte.
+  cairn::detail::json_feed feed;
   std::string text;
-  if (auto problem = cairn::detail::read_regular_file(path, limit, text); !problem.empty())
+  if (auto problem =
+          cairn::detail::read_regular_file(path, limit, text, [&](std::string_view piece) { return feed.feed(piece); });
+      !problem.empty())
     throw io_error(path, problem);
-  boost::system::error_code ec;
-  auto document = boost::json::parse(text, ec);
-  if (ec) throw io_error(path, "not valid JSON: " + ec.message());
+  if (!feed.finish() || (feed.ended && text.find_first_not_of(" \t\r\n", feed.consumed) != std::string::npos))
+    throw io_error(path,
+                   "not valid JSON: " + (feed.error ? feed.error.message() : std::string("text after the value")));
+  auto document = feed.parser.release();
   if (auto duplicate = cairn::detail::duplicate_key(text)) throw io_error(path, "duplicate key '" + *duplicate + "'");
   if (!document.is_object()) throw io_error(path, "an index must be a JSON object");
   safetensors_index index;

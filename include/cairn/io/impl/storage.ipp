@@ -74,8 +74,12 @@ inline std::string write_synced(std::filesystem::path const& path, std::string c
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return std::string("open: ") + std::strerror(errno);
   std::string problem;
-  if (::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+  errno = 0;
+  auto written = ::write(fd, text.data(), text.size());
+  if (written < 0)
     problem = std::string("write: ") + std::strerror(errno);
+  else if (written != static_cast<ssize_t>(text.size()))
+    problem = "write: " + std::to_string(written) + " of " + std::to_string(text.size()) + " bytes (the disk is full?)";
   else if (::fsync(fd) != 0)
     problem = std::string("fsync: ") + std::strerror(errno);
   ::close(fd);
@@ -111,17 +115,20 @@ namespace cairn::io {
 CAIRN_DECL storage_report check_storage(std::filesystem::path const& dir) {
   storage_report report;
   report.directory = dir;
+  std::error_code exists_error;
+  bool created = !std::filesystem::exists(dir, exists_error);
   make_directories(dir);
   std::random_device random;
   auto scratch = dir / (".cairn-check-storage-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
   if (::mkdir(scratch.c_str(), 0755) != 0) throw system_error(scratch, "cannot create a directory to check in");
   struct cleanup {
-    std::filesystem::path path;
+    std::filesystem::path path, created; // and the directory asked about, when this made it
     ~cleanup() {
       std::error_code ec;
       std::filesystem::remove_all(path, ec);
+      if (!created.empty()) std::filesystem::remove(created, ec); // only if empty
     }
-  } remove_scratch{scratch};
+  } remove_scratch{scratch, created ? dir : std::filesystem::path()};
   auto add = [&](std::string name, bool holds, std::string detail, std::string consequence) {
     report.checks.push_back({std::move(name), holds, std::move(detail), std::move(consequence)});
   };

@@ -23,7 +23,6 @@
 #include <exception>
 #include <map>
 #include <optional>
-#include <spawn.h>
 #include <string>
 #include <string_view>
 #include <sys/types.h>
@@ -116,12 +115,10 @@ CAIRN_DECL child_process callback_config::run(std::map<std::string, std::string>
   auto variables = environment;
   for (auto const& [key, value] : extra) variables[key] = value;
   pid_t pid = 0;
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP); // stopped with what it starts
-  posix_spawnattr_setpgroup(&attributes, 0);
-  int status = detail::spawn(script.argv, variables, nullptr, pid, &attributes);
-  posix_spawnattr_destroy(&attributes);
+  detail::process_options how;
+  how.own_group = true;              // stopped with what it starts
+  how.parent_death_signal = SIGTERM; // and told to stop when the program ends without waiting for it
+  int status = detail::start_process(script.argv, variables, how, pid);
   if (status != 0) throw error("callback: cannot start '" + script.argv[0] + "': " + std::strerror(status));
   return child_process(pid);
 }

@@ -32,6 +32,9 @@ CAIRN_DECL experiment_lock::experiment_lock(std::filesystem::path const& dir) : 
   if (::fstat(fd_.get(), &info) != 0) throw io::system_error(path_, "cannot stat the experiment directory's lock");
   if (!S_ISREG(info.st_mode))
     throw io::io_error(path_, "is not a regular file: the experiment directory's lock must be one (remove it)");
+  if (info.st_nlink > 1) // a hard link: recording the holder would overwrite the file it shares
+    throw io::io_error(path_, "has other names (hard links): the experiment directory's lock must be a file of its "
+                              "own (remove it)");
   if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) throw io::system_error(path_, "cannot lock the experiment directory");
     throw error(dir.string() + ": in use by another run (" + holder() +

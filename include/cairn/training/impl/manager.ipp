@@ -138,26 +138,31 @@ CAIRN_DECL void basic_checkpoint_manager::save(std::int64_t iteration, model_sta
 CAIRN_DECL void basic_checkpoint_manager::save_export(std::int64_t iteration, model_state const& state,
                                                       boost::json::value const& metadata) {
   auto started = clock::now();
-  stage(exports_, iteration);
-  auto save = config_.export_.save_config(exports_.staging(iteration));
+  // Every step below fails on every rank together (each is agreed). When one does, a checkpoint
+  // written in the background meanwhile (at this iteration, say) is whole or not on its own:
+  // committed when it is, before the error goes.
   try {
-    if (save.format == checkpoint_format::external) {
-      if (!exporter_)
-        throw error("training.export.format is external: give the checkpoint manager an exporter (set_exporter)");
-      exporter_(state, comm_, save);
-    } else {
-      save_checkpoint(state, comm_, save, options_.program_config, with_iteration(metadata, iteration));
+    stage(exports_, iteration);
+    auto save = config_.export_.save_config(exports_.staging(iteration));
+    try {
+      if (save.format == checkpoint_format::external) {
+        if (!exporter_)
+          throw error("training.export.format is external: give the checkpoint manager an exporter (set_exporter)");
+        exporter_(state, comm_, save);
+      } else {
+        save_checkpoint(state, comm_, save, options_.program_config, with_iteration(metadata, iteration));
+      }
+    } catch (...) {
+      abandon(exports_, iteration);
+      throw;
     }
+    last_export_ = iteration;
+    auto bytes = whole_bytes(state.layout(), state.shard_names.size(), save);
+    commit(exports_, config_.export_, iteration, "export", bytes, started, {}); // abandons it when it fails
   } catch (...) {
-    abandon(exports_, iteration);
-    // The export failed on every rank; a checkpoint written in the background meanwhile (at this
-    // iteration, say) is whole or not on its own: committed when it is, before the error goes.
     commit_pending_quietly();
     throw;
   }
-  last_export_ = iteration;
-  auto bytes = whole_bytes(state.layout(), state.shard_names.size(), save);
-  commit(exports_, config_.export_, iteration, "export", bytes, started, {});
 }
 
 CAIRN_DECL basic_checkpoint_manager::~basic_checkpoint_manager() {

@@ -24,6 +24,12 @@ CAIRN_DECL resume_candidates_found resume_candidates(save_directory const& check
   for (auto& dir : cleaned)
     for (auto const& message : dir.clean()) emit(severity::warning, {dir.root().string(), message});
   resume_candidates_found out;
+  for (auto const& path : checkpoints.misnamed()) {
+    emit(severity::warning, {path.string(), "skipped: a save under a name that is not an iteration"});
+    out.refused.push_back(path.string() +
+                          ": a save under a name that is not an iteration (renamed by hand?): never resumed from; "
+                          "name it by its iteration to resume from it");
+  }
   auto complete = checkpoints.complete();
   for (auto it = complete.rbegin(); it != complete.rend(); ++it) {
     if (auto problem = checkpoints.problem(*it)) {
