@@ -14,7 +14,9 @@
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/metadata.hpp>
+#include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/stored_config.hpp>
 #include <cairn/checkpoint/verify.hpp>
+#include <cairn/checkpoint/weight_rule.hpp>

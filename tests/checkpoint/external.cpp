@@ -1,6 +1,8 @@
 // The external format through a converter: config.json and tensors in the other framework's
 // names, shapes and layout, and back, bitwise; everything unmapped reported.
 #include <cairn/checkpoint/external.hpp>
+#include <cairn/checkpoint/plan.hpp>
+#include <cairn/checkpoint/save_load.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/io/index.hpp>
 
@@ -8,6 +10,7 @@
 #include <boost/describe/class.hpp>
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "../io/temp_dir.hpp"
@@ -177,4 +180,79 @@ TEST_CASE("an export knows its files before it moves data: rules run on meta ten
                        cairn::error);
   CHECK_FALSE(std::filesystem::exists(dir / "hf" / "model.safetensors"));
   CHECK_FALSE(std::filesystem::exists(dir / "hf" / "config.json"));
+}
+
+TEST_CASE("a checkpointer saves and loads every format, the external one through the converter bound to it") {
+  temp_dir dir;
+  tiny_model model;
+  auto state = tiny_state(model, false, true);
+  auto bound = cairn::external::bind(tiny_converter(), model);
+  CHECK(bound.model_type == "tiny");
+  CHECK(bound.config.at("model_type") == "tiny");
+  cairn::checkpoint_save_config save;
+  save.path = dir / "hf";
+  save.format = cairn::checkpoint_format::external;
+  // Without it, the error says what to give.
+  CHECK_THROWS_WITH_AS(cairn::save_checkpoint(state, comm, save), doctest::Contains("takes the model's converter"),
+                       cairn::config_error);
+  cairn::checkpointer checkpoints(comm, {}, bound);
+  checkpoints.save(state, save);
+  // The same files as the converter's own save writes.
+  cairn::checkpoint_save_config direct = save;
+  direct.path = dir / "direct";
+  cairn::external::save(state, comm, tiny_converter(), model, direct);
+  cairn::io::safetensors_file a(dir / "hf" / "model.safetensors"), b(dir / "direct" / "model.safetensors");
+  REQUIRE(a.tensors().size() == b.tensors().size());
+  for (auto const& t : a.tensors()) {
+    auto bytes_a = a.bytes(t), bytes_b = b.bytes(b.at(t.name));
+    CHECK(std::equal(bytes_a.begin(), bytes_a.end(), bytes_b.begin(), bytes_b.end()));
+  }
+  CHECK(cairn::read_json_file(dir / "hf" / "config.json") == cairn::read_json_file(dir / "direct" / "config.json"));
+
+  auto loaded = tiny_state(model, true, false);
+  cairn::checkpoint_load_config load;
+  load.path = dir / "hf";
+  load.format = cairn::checkpoint_format::external;
+  auto metadata = checkpoints.load(loaded, load);
+  CHECK(metadata.format == cairn::checkpoint_format::external);
+  CHECK(metadata.config.at("hidden_size") == 4);
+  for (std::size_t i = 0; i < state.parameters.size(); ++i)
+    CHECK(loaded.parameters[i].shards[0].equal(state.parameters[i].shards[0]));
+  // The other formats ignore the converter.
+  save.format = cairn::checkpoint_format::state_dict;
+  save.path = dir / "sd";
+  checkpoints.save(state, save);
+  CHECK(cairn::verify_checkpoint(dir / "sd").ok());
+  // A load config naming another model type is refused, naming both.
+  load.model_type = "llama";
+  CHECK_THROWS_WITH_AS(checkpoints.load(loaded, load),
+                       doctest::Contains("\"llama\" has no converter in this program (it converts \"tiny\")"),
+                       cairn::config_error);
+}
+
+TEST_CASE(
+    "an export's plan: files of whole rules, each rule's outputs in order, the index and config.json closing it") {
+  tiny_model model;
+  auto state = tiny_state(model, false, true);
+  auto bound = cairn::external::bind(tiny_converter(), model);
+  cairn::checkpoint_save_config save;
+  save.format = cairn::checkpoint_format::external;
+  save.parameters_per_file = std::uint64_t{1} << 20;
+  auto plan = cairn::checkpointer(comm, {}, bound).plan(state, save);
+  REQUIRE(plan.files.size() == 1);
+  CHECK(plan.files[0].name == "model.safetensors");
+  CHECK(plan.files[0].writer == 0);
+  CHECK(plan.files[0].metadata.at("format") == "pt");
+  std::size_t expected = 0;
+  for (auto const& rule : bound.weights) expected += rule.theirs.size();
+  CHECK(plan.files[0].items.size() == expected);
+  for (auto const& item : plan.files[0].items) {
+    CHECK(item.source == cairn::write_source::converted);
+    CHECK(bound.weights.at(item.rule).theirs.at(item.output) == item.tensor);
+  }
+  REQUIRE(plan.closing.size() == 1);
+  CHECK(plan.closing[0].name == "config.json");
+  auto described = cairn::describe(plan);
+  CHECK(described.at("format") == "external");
+  CHECK(described.at("files").at(0).at("tensors").as_array().size() == expected);
 }

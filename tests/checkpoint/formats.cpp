@@ -1,6 +1,8 @@
 // The distributed and state_dict formats in one process: bitwise round trips, partial loads,
 // dtype conversion, metadata versions, and broken checkpoints reported with file and parameter.
 #include <cairn/checkpoint/convert.hpp>
+#include <cairn/checkpoint/formats/distributed.hpp>
+#include <cairn/checkpoint/formats/state_dict.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/io/file.hpp>
 
@@ -336,4 +338,33 @@ TEST_CASE("long work reports progress: bytes done of the total, throughput, time
   REQUIRE(reports.size() >= 2);
   for (std::size_t i = 0; i + 1 < reports.size(); ++i) CHECK(reports[i].message.starts_with("converting: "));
   CHECK(reports[reports.size() - 2].message.find("converting: " + cairn::size_text(2.0 * double(state.bytes()))) == 0);
+}
+
+TEST_CASE("a save is a plan: its files, their writers, tensors and sources are known before any byte moves") {
+  auto state = test_model::make(scheme::dim, 0, 1, true);
+  auto config = save_config("unused", state_dict);
+  config.parameters_per_file = std::uint64_t{1} << 20;
+  auto plan = cairn::formats::state_dict::plan(state, comm, config, {}, {});
+  REQUIRE(plan.files.size() == 1);
+  CHECK(plan.files[0].name == "state_dict_0.safetensors");
+  CHECK(plan.files[0].writer == 0);
+  CHECK(plan.files[0].items.size() == test_model::parameters().size() * test_model::shard_names.size());
+  for (auto const& item : plan.files[0].items) CHECK(item.source == cairn::write_source::gathered);
+  REQUIRE(plan.closing.size() == 1);
+  CHECK(plan.closing[0].name == "state_dict.safetensors.index.json");
+
+  auto distributed_plan = cairn::formats::distributed::plan(state, comm, save_config("unused", distributed), {}, {});
+  REQUIRE(distributed_plan.files.size() == 1);
+  CHECK(distributed_plan.files[0].name == "rank_0.safetensors");
+  for (auto const& item : distributed_plan.files[0].items) {
+    CHECK(item.source == cairn::write_source::own_shard);
+    CHECK(item.shape.size() == 1); // flat: the rank's shard as it holds it
+  }
+  CHECK(distributed_plan.files[0].metadata.at("cairn.save_id").size() == 32);
+  CHECK(distributed_plan.closing.at(0).name == "metadata.json");
+  // What each rank writes, before it does: the state's bytes (and the closing file) on rank 0.
+  auto bytes = distributed_plan.bytes_per_rank(1);
+  CHECK(bytes.at(0) == state.bytes() + distributed_plan.closing[0].text.size());
+  auto described = cairn::describe(distributed_plan);
+  CHECK(described.at("files").at(0).at("tensors").at(0).at("source") == "own_shard");
 }

@@ -8,8 +8,10 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/verify.hpp>
+#include <cairn/checkpoint/weight_rule.hpp>
 #include <cairn/comm/ref.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/detail/decl.hpp>
@@ -59,29 +61,22 @@ private:
   std::vector<mapping_rule> rules_;
 };
 
-/// Tensors mapped between our parameters and theirs: renamed, transformed, split or merged.
-struct weight_rule {
-  std::vector<std::string> ours;
-  std::vector<std::string> theirs;
-  std::function<std::vector<at::Tensor>(std::vector<at::Tensor> const&)> to_theirs;
-  std::function<std::vector<at::Tensor>(std::vector<at::Tensor> const&)> to_ours;
-};
-
-/// Our `ours` is their `theirs`, unchanged.
-CAIRN_DECL weight_rule renamed(std::string ours, std::string theirs);
-/// Our 2-D `ours` is their `theirs` transposed.
-CAIRN_DECL weight_rule transposed(std::string ours, std::string theirs);
-/// Our `ours` is their `theirs` concatenated along `dim` (a fused projection, say), in equal parts.
-CAIRN_DECL weight_rule split(std::string ours, std::vector<std::string> theirs, std::int64_t dim);
-/// Our `ours` (several parameters) are their one `theirs`, concatenated along `dim`.
-CAIRN_DECL weight_rule merged(std::vector<std::string> ours, std::string theirs, std::int64_t dim);
-
 /// Everything cairn needs to read and write another framework's checkpoints of a model.
 template <class Model> struct converter {
   std::string model_type;
   config_mapping config;
   std::function<std::vector<weight_rule>(Model const&)> weights;
 };
+
+/// `conv` applied to `model`: its config.json and weight rules, for `save_checkpoint` and
+/// `load_checkpoint` (which take every format, this one included, given it).
+///
+///     cairn::save_checkpoint(state, comm, save, cairn::external::bind(llama, cfg.model));
+template <class Model> model_converter bind(converter<Model> const& conv, Model const& model) {
+  auto config = conv.config.to_external(to_json(model).as_object());
+  config["model_type"] = conv.model_type;
+  return {conv.model_type, std::move(config), conv.weights(model)};
+}
 
 namespace detail {
 /// A config_error when `requested` (a config's model_type; empty: any) is not the converter's.
@@ -90,6 +85,12 @@ template <class Model> void check_model_type(converter<Model> const& conv, std::
     throw config_error({{"model_type", "\"" + requested + "\" has no converter in this program (it converts \"" +
                                            conv.model_type + "\")"}});
 }
+
+/// The plan of a save in the external format, for the weight rules of a converter of
+/// `model_type`; `external_config` is the config.json it writes. Collective.
+CAIRN_DECL save_plan plan(model_state const& state, comm::communicator_ref comm, std::string const& model_type,
+                          std::vector<weight_rule> const& rules, boost::json::object const& external_config,
+                          checkpoint_save_config const& config);
 
 /// The save and the load of the external format, for the weight rules of a converter of
 /// `model_type`; `external_config` is the config.json a save writes.
@@ -108,9 +109,8 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
 template <class Model> void save(model_state const& state, comm::communicator_ref comm, converter<Model> const& conv,
                                  Model const& model, checkpoint_save_config const& config) {
   detail::check_model_type(conv, config.model_type);
-  auto external = conv.config.to_external(to_json(model).as_object());
-  external["model_type"] = conv.model_type;
-  detail::save(state, comm, conv.model_type, conv.weights(model), external, config);
+  auto bound = bind(conv, model);
+  detail::save(state, comm, bound.model_type, bound.weights, bound.config, config);
 }
 
 /// The model config of an external checkpoint, through the converter's config mapping. The

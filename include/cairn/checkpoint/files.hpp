@@ -69,8 +69,12 @@ CAIRN_DECL std::string new_save_id();
 /// XXH3 of a rank's layout as stored, so that a rank file knows which layout it was written for.
 CAIRN_DECL std::string layout_checksum(rank_layout const& layout);
 
-/// Records in a file of the save `metadata` describes its identity: the save, and for a
-/// distributed save the rank whose file it is, the world size and that rank's layout.
+/// The identity a file of the save `metadata` describes records in its `__metadata__`: the save,
+/// and for a distributed save the rank whose file it is, the world size and that rank's layout.
+CAIRN_DECL std::map<std::string, std::string> identity_metadata(checkpoint_metadata const& metadata,
+                                                                std::optional<int> rank = std::nullopt);
+
+/// Records `identity_metadata(metadata, rank)` in a file being written.
 CAIRN_DECL void record_identity(io::safetensors_writer& writer, checkpoint_metadata const& metadata,
                                 std::optional<int> rank = std::nullopt);
 
@@ -107,6 +111,13 @@ CAIRN_DECL std::vector<std::size_t> pack_files(std::vector<std::uint64_t> const&
 CAIRN_DECL std::map<std::string, std::size_t>
 assign_state_dict_files(std::map<std::string, parameter_layout> const& parameters, std::size_t shards,
                         std::uint64_t parameters_per_file);
+
+/// The text of a distributed checkpoint's metadata.json.
+CAIRN_DECL std::string distributed_metadata_text(checkpoint_metadata const& metadata);
+
+/// The text of a state_dict checkpoint's index: its metadata and weight map.
+CAIRN_DECL std::string state_dict_index_text(checkpoint_metadata const& metadata,
+                                             std::map<std::string, std::string> weight_map);
 
 CAIRN_DECL void write_distributed_metadata(std::filesystem::path const& dir, checkpoint_metadata const& metadata);
 

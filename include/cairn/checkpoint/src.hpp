@@ -12,13 +12,16 @@
 #include <cairn/checkpoint/impl/files.ipp>
 #include <cairn/checkpoint/impl/layout.ipp>
 #include <cairn/checkpoint/impl/metadata.ipp>
+#include <cairn/checkpoint/impl/plan.ipp>
 #include <cairn/checkpoint/impl/verify.ipp>
 #ifdef CAIRN_WITH_TORCH
 #include <cairn/checkpoint/impl/distributed.ipp>
+#include <cairn/checkpoint/impl/executor.ipp>
 #include <cairn/checkpoint/impl/external.ipp>
 #include <cairn/checkpoint/impl/module.ipp>
 #include <cairn/checkpoint/impl/save_load.ipp>
 #include <cairn/checkpoint/impl/state.ipp>
 #include <cairn/checkpoint/impl/state_dict.ipp>
 #include <cairn/checkpoint/impl/tensor.ipp>
+#include <cairn/checkpoint/impl/weight_rule.ipp>
 #endif

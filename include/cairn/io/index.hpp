@@ -37,6 +37,9 @@ inline constexpr std::size_t max_index_size = std::size_t{1} << 30;
 /// file.
 CAIRN_DECL safetensors_index read_index(std::filesystem::path const& path, std::size_t limit = max_index_size);
 
+/// The text of an index file: `metadata` and `weight_map`, one line, newline-terminated.
+[[nodiscard]] CAIRN_DECL std::string index_text(safetensors_index const& index);
+
 /// Writes an index file durably and atomically.
 CAIRN_DECL void write_index(std::filesystem::path const& path, safetensors_index const& index);
 

@@ -7,6 +7,7 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/metadata.hpp>
+#include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/comm/ref.hpp>
@@ -24,16 +25,15 @@ struct distributed {
                               checkpoint_save_config const& config, boost::json::value const& program_config,
                               boost::json::value const& user_metadata);
 
-  /// The metadata of a save of `state` (every rank's layout): the collective half of a save.
-  CAIRN_DECL static checkpoint_metadata describe(model_state const& state, comm::communicator_ref comm,
-                                                 checkpoint_save_config const& config,
-                                                 boost::json::value const& program_config,
-                                                 boost::json::value const& user_metadata);
-
-  /// Writes `rank`'s file (and, on rank 0, metadata.json): the local half of a save, with no
-  /// communication, so that it can run on a background thread from a copy of the state.
-  CAIRN_DECL static void write_files(model_state const& state, int rank, checkpoint_save_config const& config,
-                                     checkpoint_metadata const& metadata);
+  /// The plan of a save of `state`: one file per rank, `rank_<r>.safetensors` written by rank r
+  /// from its own shards (a replicated parameter by rank 0 alone), and metadata.json (every
+  /// rank's layout, the program's config, the caller's metadata) closing it. Each rank fills in
+  /// the identity of the files it writes. Collective: the ranks' layouts and the save's identity
+  /// are agreed. Its files need no communication to write (`detail::execute_alone`), so that an
+  /// asynchronous save writes them on a thread of its own from a copy of the state.
+  CAIRN_DECL static save_plan plan(model_state const& state, comm::communicator_ref comm,
+                                   checkpoint_save_config const& config, boost::json::value const& program_config,
+                                   boost::json::value const& user_metadata);
 
   /// Loads into `state` (see cairn::load_checkpoint). Collective.
   CAIRN_DECL static checkpoint_metadata load(model_state& state, comm::communicator_ref comm,

@@ -9,6 +9,7 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/metadata.hpp>
+#include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/comm/ref.hpp>
@@ -20,6 +21,14 @@ namespace cairn::formats {
 
 struct state_dict {
   static constexpr checkpoint_format format = checkpoint_format::state_dict;
+
+  /// The plan of a save of `state`: files of whole tensors `<parameter>/<state shard>`, file i
+  /// written by rank i mod world size, each tensor gathered to its writer from the ranks holding
+  /// parts of it; the index closing it. Collective: the ranks' layouts and the save's identity
+  /// are agreed.
+  CAIRN_DECL static save_plan plan(model_state const& state, comm::communicator_ref comm,
+                                   checkpoint_save_config const& config, boost::json::value const& program_config,
+                                   boost::json::value const& user_metadata);
 
   /// Saves `state` (see cairn::save_checkpoint). Collective.
   CAIRN_DECL static void save(model_state const& state, comm::communicator_ref comm,

@@ -3,7 +3,7 @@
 #pragma once
 // cairn: requires libtorch
 
-#include <cairn/checkpoint/detail/gather.hpp>
+#include <cairn/checkpoint/detail/executor.hpp>
 #include <cairn/checkpoint/detail/loader.hpp>
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/formats/distributed.hpp>
@@ -25,49 +25,48 @@ namespace cairn::formats {
 CAIRN_DECL void distributed::save(model_state const& state, comm::communicator_ref comm,
                                   checkpoint_save_config const& config, boost::json::value const& program_config,
                                   boost::json::value const& user_metadata) {
-  auto metadata = describe(state, comm, config, program_config, user_metadata);
-  comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(),
-                    [&] { write_files(state, comm.rank(), config, metadata); });
+  detail::execute(plan(state, comm, config, program_config, user_metadata), config.path, state, comm);
 }
 
-CAIRN_DECL checkpoint_metadata distributed::describe(model_state const& state, comm::communicator_ref comm,
-                                                     checkpoint_save_config const& config,
-                                                     boost::json::value const& program_config,
-                                                     boost::json::value const& user_metadata) {
+CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communicator_ref comm,
+                                       checkpoint_save_config const& config, boost::json::value const& program_config,
+                                       boost::json::value const& user_metadata) {
   state.check();
+  save_plan out;
+  out.format = format;
+  out.ranks = all_rank_layouts(state, comm);
   checkpoint_metadata metadata;
   metadata.format = format;
   metadata.save_id = comm::broadcast_string(comm, comm.rank() == 0 ? new_save_id() : std::string());
-  for (auto i : detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state))
-    metadata.shard_names.push_back(state.shard_names[i]);
-  for (auto layout : all_rank_layouts(state, comm)) {
+  auto shards = detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state);
+  for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
+  for (auto layout : out.ranks) {
     for (auto& p : layout.parameters) p.dtype = detail::stored_type(p.dtype, config.data_type);
     metadata.ranks.push_back(std::move(layout));
   }
   metadata.config = program_config;
   metadata.metadata = user_metadata;
-  return metadata;
-}
-
-CAIRN_DECL void distributed::write_files(model_state const& state, int rank, checkpoint_save_config const& config,
-                                         checkpoint_metadata const& metadata) {
-  auto shards = detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state);
-  io::make_directories(config.path);
-  std::vector<at::Tensor> keep_alive; // CPU copies stay valid until the file is written
-  io::safetensors_writer writer(rank_file(config.path, rank));
-  writer.set_metadata("format", "cairn.distributed");
-  record_identity(writer, metadata, rank);
-  for (auto const& p : state.parameters) {
-    if (p.layout.replicated && rank != 0) continue;
-    for (auto i : shards) {
-      auto cpu = p.shards[i].to(c10::Device(c10::kCPU)).contiguous();
-      keep_alive.push_back(cpu);
-      writer.add(cairn::tensor_name(p.layout.name, state.shard_names[i]), p.layout.dtype, {p.layout.shard.numel()},
-                 tensor_bytes(cpu), detail::stored_type(p.layout.dtype, config.data_type));
+  for (std::size_t r = 0; r < out.ranks.size(); ++r) {
+    planned_file file{rank_file({}, static_cast<int>(r)).string(), static_cast<int>(r), {}, {}};
+    if (file.writer == comm.rank()) { // the identity of a file is its writer's to record
+      file.metadata = identity_metadata(metadata, file.writer);
+      file.metadata["format"] = "cairn.distributed";
     }
+    for (auto const& p : out.ranks[r].parameters) {
+      if (p.replicated && r != 0) continue; // rank 0 writes it
+      for (auto i : shards)
+        file.items.push_back({cairn::tensor_name(p.name, state.shard_names[i]),
+                              p.dtype,
+                              detail::stored_type(p.dtype, config.data_type),
+                              {p.shard.numel()},
+                              write_source::own_shard,
+                              p.name,
+                              i});
+    }
+    out.files.push_back(std::move(file));
   }
-  writer.write();
-  if (rank == 0) detail::write_distributed_metadata(config.path, metadata);
+  out.closing.push_back({metadata_file({}).string(), detail::distributed_metadata_text(metadata)});
+  return out;
 }
 
 CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::communicator_ref comm,

@@ -3,9 +3,9 @@
 #pragma once
 // cairn: requires libtorch
 
+#include <cairn/checkpoint/detail/executor.hpp>
 #include <cairn/checkpoint/detail/gather.hpp>
 #include <cairn/checkpoint/detail/loader.hpp>
-#include <cairn/checkpoint/detail/write_behind.hpp>
 #include <cairn/checkpoint/external.hpp>
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/comm/collectives.hpp>
@@ -110,42 +110,6 @@ CAIRN_DECL void config_mapping::set(boost::json::object& out, std::string const&
   out = std::move(root.get_object());
 }
 
-/// Our `ours` is their `theirs`, unchanged.
-CAIRN_DECL weight_rule renamed(std::string ours, std::string theirs) {
-  auto same = [](std::vector<at::Tensor> const& t) { return t; };
-  return {{std::move(ours)}, {std::move(theirs)}, same, same};
-}
-/// Our 2-D `ours` is their `theirs` transposed.
-CAIRN_DECL weight_rule transposed(std::string ours, std::string theirs) {
-  auto flip = [](std::vector<at::Tensor> const& t) { return std::vector<at::Tensor>{t[0].t().contiguous()}; };
-  return {{std::move(ours)}, {std::move(theirs)}, flip, flip};
-}
-/// Our `ours` is their `theirs` concatenated along `dim` (a fused projection, say), in equal parts.
-CAIRN_DECL weight_rule split(std::string ours, std::vector<std::string> theirs, std::int64_t dim) {
-  auto parts = static_cast<std::int64_t>(theirs.size());
-  return {{std::move(ours)},
-          std::move(theirs),
-          [=](std::vector<at::Tensor> const& t) {
-            std::vector<at::Tensor> out;
-            for (auto& piece : t[0].chunk(parts, dim)) out.push_back(piece.contiguous());
-            return out;
-          },
-          [=](std::vector<at::Tensor> const& t) { return std::vector<at::Tensor>{at::cat(t, dim)}; }};
-}
-
-/// Our `ours` (several parameters) are their one `theirs`, concatenated along `dim`.
-CAIRN_DECL weight_rule merged(std::vector<std::string> ours, std::string theirs, std::int64_t dim) {
-  auto parts = static_cast<std::int64_t>(ours.size());
-  return {std::move(ours),
-          {std::move(theirs)},
-          [=](std::vector<at::Tensor> const& t) { return std::vector<at::Tensor>{at::cat(t, dim)}; },
-          [=](std::vector<at::Tensor> const& t) {
-            std::vector<at::Tensor> out;
-            for (auto& piece : t[0].chunk(parts, dim)) out.push_back(piece.contiguous());
-            return out;
-          }};
-}
-
 namespace detail {
 
 CAIRN_DECL std::string shard_file(std::size_t i, std::size_t n) {
@@ -196,20 +160,6 @@ plan_outputs(weight_rule const& rule, std::map<std::string, parameter_layout> co
   }
 }
 
-/// The parameters of `rule`, whole, on rank `destination` (shaped); nothing on the others. Collective.
-template <class Comm> std::vector<at::Tensor> gather_inputs(model_state const& state, Comm& comm,
-                                                            std::vector<rank_layout> const& ranks,
-                                                            std::map<std::string, parameter_layout> const& parameters,
-                                                            weight_rule const& rule, int destination) {
-  std::vector<at::Tensor> ours;
-  for (auto const& name : rule.ours) {
-    auto const& p = parameters.at(name);
-    auto whole = cairn::detail::gather_whole(state, comm, ranks, p, 0, destination);
-    if (whole) ours.push_back(whole->view(std::vector<std::int64_t>(p.shape.begin(), p.shape.end())));
-  }
-  return ours;
-}
-
 /// Whether `file` records cairn's checksums at all (any tensor has one).
 CAIRN_DECL bool records_checksums(io::safetensors_file const& file) {
   for (auto const& [key, value] : file.metadata())
@@ -217,16 +167,43 @@ CAIRN_DECL bool records_checksums(io::safetensors_file const& file) {
   return false;
 }
 
-CAIRN_DECL void save(model_state const& state, comm::communicator_ref comm, std::string const& model_type,
-                     std::vector<weight_rule> const& rules, boost::json::object const& external_config,
-                     checkpoint_save_config const& config) {
-  state.check();
-  auto ranks = all_rank_layouts(state, comm);
-  auto parameters = cairn::detail::parameters_of(ranks);
-  std::uint64_t whole_bytes = 0;
-  for (auto const& [name, p] : parameters) whole_bytes += cairn::whole_numel(p) * io::size_of(p.dtype);
-  progress_scope progress("exporting", config.path.string(), whole_bytes / static_cast<std::uint64_t>(comm.size()));
+/// What each of `rules` writes, known before any data moves (the files' headers come first): the
+/// rule run on meta tensors, or, for a rule that cannot be (an operation without a meta kernel),
+/// run once on rank 0 over the whole parameters, what it found agreed by every rank. Collective.
+inline std::vector<std::vector<planned_tensor>> plan_rules(model_state const& state, comm::communicator_ref comm,
+                                                           std::vector<rank_layout> const& ranks,
+                                                           std::map<std::string, parameter_layout> const& parameters,
+                                                           std::vector<weight_rule> const& rules) {
+  std::vector<std::vector<planned_tensor>> outputs(rules.size());
+  for (std::size_t r = 0; r < rules.size(); ++r) {
+    if (auto planned = plan_outputs(rules[r], parameters)) {
+      outputs[r] = std::move(*planned);
+      continue;
+    }
+    std::vector<at::Tensor> ours;
+    for (auto const& name : rules[r].ours) {
+      auto const& p = parameters.at(name);
+      if (auto whole = cairn::detail::gather_whole(state, comm, ranks, p, 0, 0))
+        ours.push_back(whole->view(std::vector<std::int64_t>(p.shape.begin(), p.shape.end())));
+    }
+    std::string text;
+    comm::all_succeed(comm, "the weight rule for '" + rules[r].theirs.front() + "'", [&] {
+      if (comm.rank() == 0)
+        text = cairn::detail::compact(to_json(planned_outputs{describe_outputs(rules[r], rules[r].to_theirs(ours))}));
+    });
+    outputs[r] = parse<planned_outputs>(parse_json(comm::broadcast_string(comm, text))).tensors;
+  }
+  return outputs;
+}
 
+CAIRN_DECL save_plan plan(model_state const& state, comm::communicator_ref comm, std::string const& model_type,
+                          std::vector<weight_rule> const& rules, boost::json::object const& external_config,
+                          checkpoint_save_config const& config) {
+  state.check();
+  save_plan out;
+  out.format = checkpoint_format::external;
+  out.ranks = all_rank_layouts(state, comm);
+  auto parameters = cairn::detail::parameters_of(out.ranks);
   std::set<std::string> covered;
   for (auto const& rule : rules)
     for (auto const& name : rule.ours) {
@@ -237,108 +214,56 @@ CAIRN_DECL void save(model_state const& state, comm::communicator_ref comm, std:
   for (auto const& [name, p] : parameters)
     if (!covered.contains(name))
       throw error("parameter '" + name + "' has no external name in the " + model_type + " converter");
+  auto outputs = plan_rules(state, comm, out.ranks, parameters, rules);
 
-  // What each rule writes, known before any data moves (the headers come first). A rule that
-  // cannot run on meta tensors runs once on rank 0 to find out, and rank 0 tells the others.
-  std::vector<std::vector<detail::planned_tensor>> outputs(rules.size());
-  for (std::size_t r = 0; r < rules.size(); ++r) {
-    if (auto planned = detail::plan_outputs(rules[r], parameters)) {
-      outputs[r] = std::move(*planned);
-      continue;
-    }
-    std::string text;
-    auto ours = detail::gather_inputs(state, comm, ranks, parameters, rules[r], 0);
-    if (comm.rank() == 0) {
-      try {
-        text = cairn::detail::compact(
-            to_json(detail::planned_outputs{detail::describe_outputs(rules[r], rules[r].to_theirs(ours))}));
-      } catch (std::exception const& e) {
-        text = std::string("!") + e.what();
-      }
-    }
-    text = comm::broadcast_string(comm, text);
-    if (text.starts_with("!")) throw error("the weight rule for '" + rules[r].theirs.front() + "': " + text.substr(1));
-    outputs[r] = parse<detail::planned_outputs>(parse_json(text)).tensors;
-  }
-
-  // Files of whole rules, at most parameters_per_file elements each (a larger rule alone).
+  // Files of whole rules, at most parameters_per_file elements each (a larger rule alone), file i
+  // written by rank i mod world size.
   std::vector<std::uint64_t> sizes;
-  for (auto const& out : outputs) {
+  for (auto const& planned : outputs) {
     std::uint64_t n = 0;
-    for (auto const& t : out) n += shard_layout::whole(t.shape).box_numel();
+    for (auto const& t : planned) n += shard_layout::whole(t.shape).box_numel();
     sizes.push_back(n);
   }
   auto file_of = cairn::detail::pack_files(sizes, config.parameters_per_file);
   std::size_t files = file_of.empty() ? 1 : file_of.back() + 1;
-  auto file_name = [&](std::size_t f) {
-    return files == 1 ? std::string("model.safetensors") : detail::shard_file(f, files);
-  };
-  auto writer_of = [&](std::size_t f) { return static_cast<int>(f % static_cast<std::size_t>(comm.size())); };
-  std::vector<std::vector<std::size_t>> contents(files);
-  for (std::size_t r = 0; r < rules.size(); ++r) contents[file_of[r]].push_back(r);
+  for (std::size_t f = 0; f < files; ++f)
+    out.files.push_back({files == 1 ? std::string("model.safetensors") : shard_file(f, files),
+                         static_cast<int>(f % static_cast<std::size_t>(comm.size())),
+                         {{"format", "pt"}},
+                         {}});
+  io::safetensors_index index;
+  std::uint64_t total = 0;
+  for (std::size_t r = 0; r < rules.size(); ++r)
+    for (std::size_t i = 0; i < outputs[r].size(); ++i) {
+      auto const& t = outputs[r][i];
+      auto& file = out.files[file_of[r]];
+      file.items.push_back({t.name,
+                            t.dtype,
+                            cairn::detail::stored_type(t.dtype, config.data_type),
+                            t.shape,
+                            write_source::converted,
+                            {},
+                            0,
+                            r,
+                            i});
+      index.weight_map[t.name] = file.name;
+      total += file.items.back().stored_bytes();
+    }
+  if (files > 1) {
+    index.metadata["total_size"] = total;
+    out.closing.push_back({"model.safetensors.index.json", io::index_text(index)});
+  }
+  out.closing.push_back({formats::external_config({}).string(), cairn::detail::pretty(external_config)});
+  return out;
+}
 
-  std::vector<std::unique_ptr<io::safetensors_writer>> writers(files);
-  cairn::detail::write_behind behind;
-  behind.submit(0, [&] {
-    io::make_directories(config.path);
-    for (std::size_t f = 0; f < files; ++f) {
-      if (writer_of(f) != comm.rank()) continue;
-      writers[f] = std::make_unique<io::safetensors_writer>(config.path / file_name(f));
-      writers[f]->set_metadata("format", "pt");
-      for (auto r : contents[f])
-        for (auto const& t : outputs[r])
-          writers[f]->declare(t.name, t.dtype, t.shape, cairn::detail::stored_type(t.dtype, config.data_type));
-      writers[f]->open();
-      if (contents[f].empty()) writers[f]->commit(); // nothing to wait for
-    }
-  });
-  std::size_t rounds = 0;
-  for (auto const& c : contents) rounds = std::max(rounds, c.size());
-  for (std::size_t k = 0; k < rounds; ++k) // file 0's k-th rule, file 1's, …: each rank in turn
-    for (std::size_t f = 0; f < files; ++f) {
-      if (k >= contents[f].size()) continue;
-      auto r = contents[f][k];
-      std::vector<at::Tensor> theirs;
-      try {
-        auto ours = detail::gather_inputs(state, comm, ranks, parameters, rules[r], writer_of(f));
-        if (comm.rank() != writer_of(f)) continue;
-        for (auto& t : rules[r].to_theirs(ours)) theirs.push_back(t.contiguous());
-        if (detail::describe_outputs(rules[r], theirs) != outputs[r])
-          throw error("the weight rule for '" + rules[r].theirs.front() +
-                      "' gave other shapes or types than it does on meta tensors");
-      } catch (std::exception const&) {
-        behind.fail(std::current_exception()); // raised on the writer only: reported below, on every rank
-        continue;
-      }
-      std::uint64_t bytes = 0;
-      for (auto const& t : theirs) bytes += static_cast<std::uint64_t>(t.nbytes());
-      progress_scope::count(bytes);
-      behind.submit(bytes, [&, f, r, theirs = std::move(theirs), last = k + 1 == contents[f].size()] {
-        for (std::size_t i = 0; i < theirs.size(); ++i) writers[f]->put(outputs[r][i].name, tensor_bytes(theirs[i]));
-        if (last) writers[f]->commit();
-      });
-    }
-
-  comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] { behind.finish(); });
-  // The index and config.json last, once every rank's files are whole.
-  comm::all_succeed(comm, "cannot save checkpoint " + config.path.string(), [&] {
-    if (comm.rank() == 0) {
-      if (files > 1) {
-        io::safetensors_index index;
-        std::uint64_t total = 0;
-        for (std::size_t r = 0; r < rules.size(); ++r)
-          for (auto const& t : outputs[r]) {
-            index.weight_map[t.name] = file_name(file_of[r]);
-            total += shard_layout::whole(t.shape).box_numel() *
-                     io::size_of(cairn::detail::stored_type(t.dtype, config.data_type));
-          }
-        index.metadata["total_size"] = total;
-        io::write_index(config.path / "model.safetensors.index.json", index);
-      }
-      auto text = cairn::detail::pretty(external_config);
-      io::write_file_atomically(config.path / "config.json", std::as_bytes(std::span(text)));
-    }
-  });
+CAIRN_DECL void save(model_state const& state, comm::communicator_ref comm, std::string const& model_type,
+                     std::vector<weight_rule> const& rules, boost::json::object const& external_config,
+                     checkpoint_save_config const& config) {
+  auto planned = plan(state, comm, model_type, rules, external_config, config);
+  progress_scope progress("exporting", config.path.string(),
+                          planned.bytes_per_rank(comm.size())[static_cast<std::size_t>(comm.rank())]);
+  cairn::detail::execute(planned, config.path, state, comm, rules);
 }
 
 CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::string const& model_type,

@@ -50,13 +50,19 @@ CAIRN_DECL std::string layout_checksum(rank_layout const& layout) {
   return io::to_hex(io::checksum_of(std::as_bytes(std::span(text))));
 }
 
+CAIRN_DECL std::map<std::string, std::string> identity_metadata(checkpoint_metadata const& metadata,
+                                                                std::optional<int> rank) {
+  std::map<std::string, std::string> out{{formats::save_id_key, metadata.save_id}};
+  if (!rank) return out;
+  out[formats::rank_key] = std::to_string(*rank);
+  out[formats::world_size_key] = std::to_string(metadata.ranks.size());
+  out[formats::layout_key] = layout_checksum(metadata.ranks.at(static_cast<std::size_t>(*rank)));
+  return out;
+}
+
 CAIRN_DECL void record_identity(io::safetensors_writer& writer, checkpoint_metadata const& metadata,
                                 std::optional<int> rank) {
-  writer.set_metadata(formats::save_id_key, metadata.save_id);
-  if (!rank) return;
-  writer.set_metadata(formats::rank_key, std::to_string(*rank));
-  writer.set_metadata(formats::world_size_key, std::to_string(metadata.ranks.size()));
-  writer.set_metadata(formats::layout_key, layout_checksum(metadata.ranks.at(static_cast<std::size_t>(*rank))));
+  for (auto const& [key, value] : identity_metadata(metadata, rank)) writer.set_metadata(key, value);
 }
 
 CAIRN_DECL std::optional<std::string> identity_problem(io::safetensors_file const& file,
@@ -142,17 +148,27 @@ assign_state_dict_files(std::map<std::string, parameter_layout> const& parameter
   return file_of;
 }
 
+CAIRN_DECL std::string distributed_metadata_text(checkpoint_metadata const& metadata) {
+  return pretty(to_json(metadata));
+}
+
+CAIRN_DECL std::string state_dict_index_text(checkpoint_metadata const& metadata,
+                                             std::map<std::string, std::string> weight_map) {
+  io::safetensors_index index;
+  index.metadata = to_json(metadata).as_object();
+  index.weight_map = std::move(weight_map);
+  return io::index_text(index);
+}
+
 CAIRN_DECL void write_distributed_metadata(std::filesystem::path const& dir, checkpoint_metadata const& metadata) {
-  auto text = pretty(to_json(metadata));
+  auto text = distributed_metadata_text(metadata);
   io::write_file_atomically(formats::metadata_file(dir), std::as_bytes(std::span(text)));
 }
 
 CAIRN_DECL void write_state_dict_index(std::filesystem::path const& dir, checkpoint_metadata const& metadata,
                                        std::map<std::string, std::string> weight_map) {
-  io::safetensors_index index;
-  index.metadata = to_json(metadata).as_object();
-  index.weight_map = std::move(weight_map);
-  io::write_index(formats::state_dict_index(dir), index);
+  auto text = state_dict_index_text(metadata, std::move(weight_map));
+  io::write_file_atomically(formats::state_dict_index(dir), std::as_bytes(std::span(text)));
 }
 
 CAIRN_DECL io::dtype stored_type(io::dtype type, std::optional<cairn::data_type> const& conversion) {

@@ -70,12 +70,17 @@ CAIRN_DECL safetensors_index read_index(std::filesystem::path const& path, std::
   return index;
 }
 
-CAIRN_DECL void write_index(std::filesystem::path const& path, safetensors_index const& index) {
+CAIRN_DECL std::string index_text(safetensors_index const& index) {
   boost::json::object map;
   for (auto const& [tensor, file] : index.weight_map) map[tensor] = file;
   boost::json::object document{{"metadata", index.metadata}, {"weight_map", std::move(map)}};
   auto text = boost::json::serialize(document);
   text += '\n';
+  return text;
+}
+
+CAIRN_DECL void write_index(std::filesystem::path const& path, safetensors_index const& index) {
+  auto text = index_text(index);
   write_file_atomically(path, std::as_bytes(std::span(text)));
 }
 

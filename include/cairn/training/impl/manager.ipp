@@ -3,6 +3,7 @@
 #pragma once
 // cairn: requires libtorch
 
+#include <cairn/checkpoint/detail/executor.hpp>
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/formats/distributed.hpp>
 #include <cairn/checkpoint/save_load.hpp>
@@ -117,22 +118,27 @@ CAIRN_DECL void basic_checkpoint_manager::save(std::int64_t iteration, model_sta
   auto started = clock::now();
   if (writer_.pending()) commit_pending();
   stage(checkpoints_, iteration);
-  auto save = config_.checkpoint.save_config(checkpoints_.staging(iteration));
-  auto described =
-      formats::distributed::describe(state, comm_, save, options_.program_config, with_iteration(metadata, iteration));
-  auto bytes = distributed_bytes(described.ranks, described.shard_names.size());
+  auto dir = checkpoints_.staging(iteration);
+  auto save = config_.checkpoint.save_config(dir);
+  // The plan is agreed now; its files need no communication: this rank writes its own, in the
+  // background from a copy of the state when async, and every rank commits them together later.
+  auto plan =
+      formats::distributed::plan(state, comm_, save, options_.program_config, with_iteration(metadata, iteration));
+  std::uint64_t bytes = 0;
+  for (auto b : plan.bytes_per_rank(comm_.size())) bytes += b;
   last_checkpoint_ = iteration;
   if (!options_.async) {
-    writer_.run(iteration, checkpoints_.staging(iteration), bytes, started,
-                [&, rank = comm_.rank()] { formats::distributed::write_files(state, rank, save, described); });
+    writer_.run(iteration, dir, bytes, started,
+                [&, rank = comm_.rank()] { detail::execute_alone(plan, dir, state, rank); });
     commit_pending();
     return;
   }
   auto snapshot = writer_.copy_to_host(state, comm_.rank());
   auto paused = std::chrono::duration<double>(clock::now() - started).count();
-  writer_.start(iteration, checkpoints_.staging(iteration), bytes, started, paused,
-                [snapshot = std::move(snapshot), save = std::move(save), described = std::move(described),
-                 rank = comm_.rank()] { formats::distributed::write_files(snapshot, rank, save, described); });
+  writer_.start(iteration, dir, bytes, started, paused,
+                [snapshot = std::move(snapshot), plan = std::move(plan), dir, rank = comm_.rank()] {
+                  detail::execute_alone(plan, dir, snapshot, rank);
+                });
 }
 
 CAIRN_DECL void basic_checkpoint_manager::save_export(std::int64_t iteration, model_state const& state,

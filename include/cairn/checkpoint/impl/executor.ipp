@@ -1,0 +1,180 @@
+// Definitions of <cairn/checkpoint/detail/executor.hpp>: inline in a header-only build, compiled
+// once by <cairn/checkpoint/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+#pragma once
+// cairn: requires libtorch
+
+#include <cairn/checkpoint/detail/executor.hpp>
+#include <cairn/checkpoint/detail/gather.hpp>
+#include <cairn/checkpoint/detail/write_behind.hpp>
+#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/tensor.hpp>
+#include <cairn/comm/collectives.hpp>
+#include <cairn/io/file.hpp>
+#include <cairn/io/safetensors_writer.hpp>
+#include <cairn/progress.hpp>
+
+#include <ATen/core/Tensor.h>
+
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cairn::detail {
+
+namespace executor {
+
+/// The state's parameters by name.
+inline std::map<std::string, parameter_state const*, std::less<>> parameters_by_name(model_state const& state) {
+  std::map<std::string, parameter_state const*, std::less<>> out;
+  for (auto const& p : state.parameters) out.emplace(p.layout.name, &p);
+  return out;
+}
+
+/// This rank's shard `item` names, on CPU, densely: the live tensor itself when it is one.
+inline at::Tensor own_shard(std::map<std::string, parameter_state const*, std::less<>> const& mine,
+                            write_item const& item) {
+  auto found = mine.find(item.parameter);
+  if (found == mine.end()) throw error("the plan names a parameter this rank does not hold: '" + item.parameter + "'");
+  return found->second->shards.at(item.shard).to(c10::Device(c10::kCPU)).reshape({-1}).contiguous();
+}
+
+/// Bytes a tensor handed to the writer holds of its own (nothing when it is the live state's).
+inline std::uint64_t held_bytes(at::Tensor const& handed, at::Tensor const& live) {
+  return handed.data_ptr() == live.data_ptr() ? 0 : static_cast<std::uint64_t>(handed.nbytes());
+}
+
+/// Opens the writer of `file` into `dir`: its metadata, every tensor declared, the header written.
+inline std::unique_ptr<io::safetensors_writer> open(planned_file const& file, std::filesystem::path const& dir) {
+  auto writer = std::make_unique<io::safetensors_writer>(dir / file.name);
+  for (auto const& [key, value] : file.metadata) writer->set_metadata(key, value);
+  for (auto const& item : file.items) writer->declare(item.tensor, item.dtype, item.shape, item.stored);
+  writer->open();
+  return writer;
+}
+
+/// Rank 0's closing files.
+inline void write_closing(save_plan const& plan, std::filesystem::path const& dir) {
+  for (auto const& c : plan.closing) io::write_file_atomically(dir / c.name, std::as_bytes(std::span(c.text)));
+}
+
+/// The outputs of `rule` for `file`'s items of it, checked against what the plan says of them.
+inline std::vector<at::Tensor> convert(external::weight_rule const& rule, std::vector<at::Tensor> const& ours,
+                                       planned_file const& file, std::size_t rule_index) {
+  std::vector<at::Tensor> theirs;
+  for (auto& t : rule.to_theirs(ours)) theirs.push_back(t.contiguous());
+  if (theirs.size() != rule.theirs.size())
+    throw error("the weight rule for '" + rule.theirs.front() + "' gave " + std::to_string(theirs.size()) +
+                " tensors for " + std::to_string(rule.theirs.size()) + " names");
+  for (auto const& item : file.items) {
+    if (item.source != write_source::converted || item.rule != rule_index) continue;
+    auto const& t = theirs.at(item.output);
+    std::vector<std::uint64_t> shape(t.sizes().begin(), t.sizes().end());
+    if (to_dtype(t.scalar_type()) != item.dtype || shape != item.shape)
+      throw error("the weight rule for '" + rule.theirs.front() +
+                  "' gave other shapes or types than it does on meta tensors");
+  }
+  return theirs;
+}
+
+} // namespace executor
+
+CAIRN_DECL void execute(save_plan const& plan, std::filesystem::path const& dir, model_state const& state,
+                        comm::communicator_ref comm, std::span<external::weight_rule const> rules) {
+  auto rank = comm.rank();
+  auto mine = executor::parameters_by_name(state);
+  auto whole = parameters_of(plan.ranks); // every parameter's layout, for the gathers
+  std::vector<std::unique_ptr<io::safetensors_writer>> writers(plan.files.size());
+  write_behind behind;
+  behind.submit(0, [&] {
+    io::make_directories(dir);
+    for (std::size_t f = 0; f < plan.files.size(); ++f) {
+      if (plan.files[f].writer != rank) continue;
+      writers[f] = executor::open(plan.files[f], dir);
+      if (plan.files[f].items.empty()) writers[f]->commit(); // nothing to wait for
+    }
+  });
+  std::vector<std::vector<at::Tensor>> converted(plan.files.size()); // a rule's outputs, until written
+  for (std::size_t k = 0, rounds = plan.rounds(); k < rounds; ++k)
+    for (std::size_t f = 0; f < plan.files.size(); ++f) {
+      auto const& file = plan.files[f];
+      if (k >= file.items.size()) continue;
+      auto const& item = file.items[k];
+      bool writes = file.writer == rank;
+      at::Tensor tensor;
+      std::uint64_t held = 0;
+      try {
+        switch (item.source) {
+        case write_source::own_shard: {
+          if (!writes) continue;
+          tensor = executor::own_shard(mine, item);
+          held = executor::held_bytes(tensor, mine.at(item.parameter)->shards[item.shard]);
+          break;
+        }
+        case write_source::gathered: { // every rank takes part
+          auto gathered = gather_whole(state, comm, plan.ranks, whole.at(item.parameter), item.shard, file.writer);
+          if (!gathered) continue;
+          tensor = *gathered;
+          held = static_cast<std::uint64_t>(tensor.nbytes());
+          break;
+        }
+        case write_source::converted: {
+          if (item.output == 0) { // the rule's parameters, whole on the writer: every rank takes part
+            auto const& rule = rules[item.rule];
+            std::vector<at::Tensor> ours;
+            for (auto const& name : rule.ours) {
+              auto const& p = whole.at(name);
+              if (auto t = gather_whole(state, comm, plan.ranks, p, 0, file.writer))
+                ours.push_back(t->view(std::vector<std::int64_t>(p.shape.begin(), p.shape.end())));
+            }
+            if (writes) converted[f] = executor::convert(rule, ours, file, item.rule);
+          }
+          if (!writes) continue;
+          tensor = converted[f].at(item.output);
+          if (k + 1 == file.items.size() || file.items[k + 1].rule != item.rule) converted[f].clear();
+          held = static_cast<std::uint64_t>(tensor.nbytes());
+          break;
+        }
+        }
+      } catch (std::exception const&) {
+        behind.fail(std::current_exception()); // the writer's failure: agreed below, on every rank
+        continue;
+      }
+      progress_scope::count(static_cast<std::uint64_t>(tensor.nbytes()));
+      behind.submit(held, [&writers, f, &item, tensor, last = k + 1 == file.items.size()] {
+        writers[f]->put(item.tensor, tensor_bytes(tensor));
+        if (last) writers[f]->commit();
+      });
+    }
+  comm::all_succeed(comm, "cannot save checkpoint " + dir.string(), [&] { behind.finish(); });
+  // The closing files last, once every rank's files are whole: an index never names a missing file.
+  comm::all_succeed(comm, "cannot save checkpoint " + dir.string(), [&] {
+    if (rank == 0) executor::write_closing(plan, dir);
+  });
+}
+
+CAIRN_DECL void execute_alone(save_plan const& plan, std::filesystem::path const& dir, model_state const& state,
+                              int rank) {
+  auto mine = executor::parameters_by_name(state);
+  io::make_directories(dir);
+  for (auto const& file : plan.files) {
+    if (file.writer != rank) continue;
+    io::safetensors_writer writer(dir / file.name);
+    for (auto const& [key, value] : file.metadata) writer.set_metadata(key, value);
+    std::vector<at::Tensor> keep_alive; // CPU copies stay valid until the file is written
+    for (auto const& item : file.items) {
+      if (item.source != write_source::own_shard)
+        throw error("a plan with gathered or converted tensors takes every rank: " + file.name);
+      keep_alive.push_back(executor::own_shard(mine, item));
+      writer.add(item.tensor, item.dtype, item.shape, tensor_bytes(keep_alive.back()), item.stored);
+    }
+    writer.write();
+  }
+  if (rank == 0) executor::write_closing(plan, dir);
+}
+
+} // namespace cairn::detail
