@@ -8,6 +8,7 @@
 #include <cairn/comm/c10d.hpp>
 #include <cairn/comm/collectives.hpp>
 #include <cairn/comm/communicator.hpp>
+#include <cairn/comm/connect.hpp>
 #include <cairn/comm/environment.hpp>
 #include <cairn/comm/gloo.hpp>
 #include <cairn/comm/launch.hpp>

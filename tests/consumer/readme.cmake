@@ -78,6 +78,26 @@ string(FIND "${output}" "trained iterations 11 to 14" found)
 if(found EQUAL -1)
   message(FATAL_ERROR "the README's trainer did not resume from 10:\n${output}")
 endif()
+# Its checkpoints store its whole config, with nothing done for it: a new run taking one as
+# `pretrained` with load_config=model gets the stored model (hidden 64 over the 32 asked for),
+# whose weights then fit.
+file(READ ${WORK_DIR}/run/checkpoints/14/metadata.json metadata)
+string(JSON stored_hidden GET "${metadata}" config model hidden)
+if(NOT stored_hidden EQUAL 64)
+  message(FATAL_ERROR "the README's trainer stored no config with its checkpoint:\n${metadata}")
+endif()
+run(${WORK_DIR}/build/trainer run.experiment_dir=${WORK_DIR}/pretrained training.train_iters=2
+    training.checkpoint.interval=2 pretrained.path=${WORK_DIR}/run/checkpoints/14 pretrained.load_config=model
+    model.hidden=32)
+string(FIND "${output}" "trained iterations 1 to 2" found)
+if(found EQUAL -1)
+  message(FATAL_ERROR "the README's trainer did not start from its own checkpoint as pretrained:\n${output}")
+endif()
+file(READ ${WORK_DIR}/pretrained/checkpoints/2/metadata.json metadata)
+string(JSON stored_hidden GET "${metadata}" config model hidden)
+if(NOT stored_hidden EQUAL 64)
+  message(FATAL_ERROR "the pretrained config was not applied (hidden ${stored_hidden}, want 64)")
+endif()
 execute_process(COMMAND ${trainer} model.layers=0 RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
 string(FIND "${output}" "model.layers" found)
 if(NOT result EQUAL 2 OR found EQUAL -1)

@@ -90,6 +90,17 @@ std::vector<std::string> train_command(int ranks, std::filesystem::path const& d
   return argv;
 }
 
+/// Sets an environment variable for the programs the test starts while it lives.
+struct scoped_environment {
+  std::string name;
+  scoped_environment(std::string key, std::string const& value) : name(std::move(key)) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  scoped_environment(scoped_environment const&) = delete;
+  scoped_environment& operator=(scoped_environment const&) = delete;
+  ~scoped_environment() { ::unsetenv(name.c_str()); }
+};
+
 /// cairn-train on `ranks` ranks, to its end.
 result train(int ranks, std::filesystem::path const& dir, std::vector<std::string> const& overrides) {
   auto argv = train_command(ranks, dir, overrides);
@@ -210,10 +221,13 @@ TEST_CASE("a run killed at any iteration and resumed ends bitwise identical to a
     for (int kill_after : {2, 5, 11}) {
       CAPTURE(kill_after);
       auto dir = tmp / ("killed-" + std::to_string(ranks) + "-" + std::to_string(kill_after));
-      auto killed = train(ranks, dir, plus(base, {"testing.kill_after=" + std::to_string(kill_after)}));
+      // Every rank killed right after training that iteration, before it is saved.
+      scoped_environment hook("CAIRN_TEST_SIGNAL", "KILL@" + std::to_string(kill_after));
+      auto killed = train(ranks, dir, base);
       CHECK(killed.status != 0);
       // Saves are asynchronous: a checkpoint is complete once a later iteration committed it.
       auto complete = cairn::save_directory(dir / "checkpoints").complete();
+      ::unsetenv("CAIRN_TEST_SIGNAL");
       auto resumed = train(ranks, dir, base);
       REQUIRE(resumed.status == 0);
       if (!complete.empty()) {
@@ -362,7 +376,11 @@ TEST_CASE("a signal stops a 2-rank run after a checkpoint of its iteration (exit
   // SIGTERM raised on rank 0 alone after iteration 5 (off the checkpoint schedule): every rank
   // stops there, after checkpoint 5.
   auto dir = tmp / "signalled";
-  auto stopped = train(2, dir, plus(base, {"testing.signal_after=5"}));
+  result stopped;
+  {
+    scoped_environment hook("CAIRN_TEST_SIGNAL", "TERM@5:0");
+    stopped = train(2, dir, base);
+  }
   CHECK(stopped.status == 75);
   CHECK(stopped.output.find("stopped by a signal after iteration 5") != std::string::npos);
   CHECK(cairn::save_directory(dir / "checkpoints").complete().back() == 5);

@@ -9,6 +9,7 @@
 #include <cairn/comm/impl/environment.ipp>
 #include <cairn/comm/impl/launch.ipp>
 #ifdef CAIRN_WITH_TORCH
+#include <cairn/comm/impl/connect.ipp>
 #include <cairn/comm/impl/gloo.ipp>
 #include <cairn/comm/impl/store.ipp>
 #ifdef CAIRN_WITH_NCCL

@@ -8,6 +8,7 @@
 #include <cairn/detail/decl.hpp>
 
 #include <cstdio>
+#include <exception>
 #include <map>
 #include <optional>
 #include <span>
@@ -94,6 +95,23 @@ command_line_result<T> parse_command_line(int argc, char const* const* argv, com
 template <described_config T>
 command_line_result<T> parse_command_line(int argc, char** argv, command_line_options const& options = {}) {
   return parse_command_line<T>(argc, const_cast<char const* const*>(argv), options);
+}
+
+/// What `run()` returns, or the exit status of the error it threw, printed on stderr after
+/// `program`: 2 for a config error (every error listed), 1 for any other. What a program's
+/// `main` wraps its work in, so that no error ends it with an abort.
+///
+///     return cairn::exit_status("my-trainer", [&] { return train(std::move(*cfg)); });
+template <class Run> int exit_status(char const* program, Run&& run) {
+  try {
+    return std::forward<Run>(run)();
+  } catch (config_error const& e) {
+    std::fprintf(stderr, "%s: invalid configuration: %s\n", program, e.what());
+    return 2;
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return 1;
+  }
 }
 
 } // namespace cairn

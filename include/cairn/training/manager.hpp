@@ -8,6 +8,7 @@
 
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/save_load.hpp>
+#include <cairn/checkpoint/weight_rule.hpp>
 #include <cairn/detail/decl.hpp>
 #include <cairn/diagnostics.hpp>
 #include <cairn/training/background_writer.hpp>
@@ -32,6 +33,27 @@
 #include <vector>
 
 namespace cairn {
+
+/// Why a run stops after a step: it does not (`none`), a shutdown fired, a stop signal reached a
+/// rank (a checkpoint was saved at that iteration when checkpoints are enabled), or the last
+/// iteration was trained. Converts to true when the run must stop.
+///
+///     if (auto stop = run.step(iteration, state)) return stop.exit_status();
+class stop_reason {
+public:
+  enum kind_type { none, shutdown, signal, finished };
+
+  constexpr stop_reason(kind_type kind = none) noexcept : kind_(kind) {} // NOLINT(google-explicit-constructor)
+
+  [[nodiscard]] constexpr kind_type kind() const noexcept { return kind_; }
+  constexpr explicit operator bool() const noexcept { return kind_ != none; }
+  /// The status to exit with: `preempted_exit_status` (75) after a signal, else 0.
+  [[nodiscard]] constexpr int exit_status() const noexcept { return kind_ == signal ? preempted_exit_status : 0; }
+  friend constexpr bool operator==(stop_reason, stop_reason) = default;
+
+private:
+  kind_type kind_;
+};
 
 /// What every checkpoint_manager does, over any communicator: compiled once (with
 /// CAIRN_SEPARATE_COMPILATION, in the translation unit of <cairn/src.hpp>). Use it through
@@ -82,6 +104,13 @@ public:
 
   /// Whether the last `step()` stopped the run because a stop signal reached a rank.
   [[nodiscard]] bool preempted() const noexcept { return preempted_; }
+
+  /// Why the last `step()` says the run must stop, `finished` at the last iteration included.
+  [[nodiscard]] stop_reason last_stop() const noexcept { return last_stop_; }
+
+  /// Sets the model's converter: exports in the external format are saved through it (a
+  /// `checkpointer` bound to it), as any other format.
+  CAIRN_DECL void set_converter(external::model_converter converter);
 
   /// Saves a checkpoint of `state` at `iteration` now (in the background when async), after
   /// committing the one in flight. Retention and the callback follow its commit. Collective.
@@ -139,6 +168,8 @@ private:
   exporter exporter_;
   std::optional<stop_signals> signals_;
   bool preempted_ = false;
+  stop_reason last_stop_;
+  std::optional<external::model_converter> converter_;
   std::optional<experiment_lock> lock_; // released after the writer below has finished
   background_writer writer_;
   running_callbacks callbacks_;

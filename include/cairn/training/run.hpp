@@ -2,15 +2,18 @@
 // cairn: requires libtorch
 
 // The run policy every trainer needs: resume from the run's own newest good checkpoint, else
-// start from `pretrained` as its config says, else start fresh. In two steps, because a
-// pretrained checkpoint's stored config may change the model before it is built:
+// start from `pretrained` as its config says, else start fresh; and the run bound once, which
+// carries it out:
 //
-//     auto plan = cairn::plan_start(cfg, &my_config::model);       // may apply pretrained's config
-//     my_model model(cfg);                                         // built from the final config
-//     auto start = cairn::start_run(manager, model.state(), comm, plan, cfg.pretrained);
-//     for (auto it = start.iteration + 1; it <= cfg.training.train_iters; ++it) …
+//     cairn::training_run run(cfg, &my_config::model, comm);      // may apply pretrained's config
+//     my_model model(cfg);                                        // built from the final config
+//     for (auto it = run.start(model.state()) + 1; it <= cfg.training.train_iters; ++it) {
+//       model.train_step(it);
+//       if (auto stop = run.step(it, model.state())) return stop.exit_status();
+//     }
 
 #include <cairn/checkpoint/directory.hpp>
+#include <cairn/checkpoint/external.hpp>
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/checkpoint/stored_config.hpp>
@@ -21,8 +24,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace cairn {
 
@@ -98,4 +104,78 @@ run_start start_run(checkpoint_manager<Comm>& manager, model_state& state, Comm&
   return {start_kind::pretrained, 0, pretrained.path};
 }
 
+/// A run bound once: a trainer's whole config, its communicator and (where it saves or loads the
+/// external format) its model's converter. Built before the model (it applies `pretrained`'s
+/// stored config to the config, as `load_config` says), it stores the program's config with
+/// every save, starts the run (resume, else pretrained, else fresh) and says after every step
+/// whether the run must stop. Every rank builds one and makes the same calls (they are
+/// collective). `comm` must outlive it.
+///
+/// For tests of programs built on it, the environment variable CAIRN_TEST_SIGNAL=NAME@N[:R]
+/// (NAME a signal such as TERM or KILL) makes rank R (every rank when not given) raise that
+/// signal right after iteration N is trained, before it is saved.
+class training_run {
+public:
+  template <class Config, class Model>
+  training_run(Config& cfg, Model Config::*model, comm::communicator_ref comm, manager_options options = {})
+      : training_run(cfg, model, comm, std::nullopt, std::move(options)) {}
+
+  template <class Config, class Model>
+  training_run(Config& cfg, Model Config::*model, comm::communicator_ref comm,
+               std::type_identity_t<std::optional<external::converter<Model>>> const& converter,
+               manager_options options = {})
+      : comm_(comm) {
+    plan_ = plan_start(cfg, model, [&](std::filesystem::path const& path) {
+      if (!converter) throw error("pretrained.format is external: this program gives its training_run no converter");
+      return external::load_config(*converter, path, cfg.pretrained.model_type);
+    });
+    if (converter) converter_ = external::bind(*converter, cfg.*model);
+    config_ = cfg;
+    options.program_config = to_json(cfg); // the final config, pretrained's applied
+    finish_construction(std::move(options));
+  }
+
+  training_run(training_run const&) = delete;
+  training_run& operator=(training_run const&) = delete;
+
+  /// Starts the run on the state of the model built from the final config: resumed from its
+  /// newest complete checkpoint, else loaded from `pretrained`, else as it is. Returns the
+  /// iteration it starts after (0 unless resumed). Checks, before step one, what would fail
+  /// later (`checkpoint_manager::preflight`). Collective.
+  CAIRN_DECL std::int64_t start(model_state& state);
+
+  /// How the run started (after `start`).
+  [[nodiscard]] run_start const& started() const noexcept { return started_; }
+
+  /// Called after iteration `iteration` is trained: saves and exports on their schedules, and
+  /// says whether the run must stop (a shutdown, a stop signal, the last iteration: the saves of
+  /// a stop are done, the manager finished). `metrics` are stored with any save of it.
+  /// Collective.
+  CAIRN_DECL stop_reason step(std::int64_t iteration, model_state const& state, boost::json::value const& metrics = {});
+
+  /// Waits for a save in flight and the callbacks. Collective; `step` does it when it stops.
+  void finish() { manager_->finish(); }
+
+  [[nodiscard]] basic_checkpoint_manager& manager() noexcept { return *manager_; }
+  /// Saves, loads and plans with the program's config and converter bound.
+  [[nodiscard]] CAIRN_DECL checkpointer checkpoints() const;
+
+private:
+  CAIRN_DECL void finish_construction(manager_options options);
+
+  comm::communicator_ref comm_;
+  trainer_config config_; // the run's part of the program's config
+  start_plan plan_;
+  std::optional<external::model_converter> converter_;
+  boost::json::value program_config_;
+  std::unique_ptr<basic_checkpoint_manager> manager_;
+  run_start started_;
+  std::optional<std::pair<int, std::int64_t>> test_signal_; // CAIRN_TEST_SIGNAL: signal, iteration
+  std::optional<int> test_signal_rank_;
+};
+
 } // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/training/impl/run.ipp>
+#endif

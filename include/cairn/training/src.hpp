@@ -17,4 +17,5 @@
 #include <cairn/training/impl/background_writer.ipp>
 #include <cairn/training/impl/manager.ipp>
 #include <cairn/training/impl/resume.ipp>
+#include <cairn/training/impl/run.ipp>
 #endif

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <cairn/checkpoint/config.hpp>
+#include <cairn/comm/environment.hpp>
 #include <cairn/config/check.hpp>
 #include <cairn/training/training_config.hpp>
 
 #include <boost/describe/class.hpp>
+#include <boost/describe/enum.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -35,6 +37,9 @@ constexpr auto cairn_fields(run_config const*) {
                       hint::optional, check::in_range(0.001, 1e7)));
 }
 
+/// Where a run's tensors live.
+BOOST_DEFINE_ENUM_CLASS(device_type, cpu, cuda)
+
 /// What a trainer is configured with, less its model: derive from it and add the model config.
 ///
 ///     struct my_trainer_config : cairn::trainer_config { my_model_config model; };
@@ -43,6 +48,8 @@ struct trainer_config {
   run_config run;
   training_config training;
   checkpoint_load_config pretrained;
+  device_type device = device_type::cpu;
+  comm::backend comm = comm::backend::auto_;
 
   /// Whether training initialises from `pretrained` when there is no checkpoint to resume.
   [[nodiscard]] bool has_pretrained() const noexcept { return !pretrained.path.empty(); }
@@ -53,14 +60,19 @@ struct trainer_config {
       v.error("run.experiment_dir", "required: this run saves checkpoints or exports");
   }
 };
-BOOST_DESCRIBE_STRUCT(trainer_config, (), (run, training, pretrained))
+BOOST_DESCRIBE_STRUCT(trainer_config, (), (run, training, pretrained, device, comm))
 
 constexpr auto cairn_fields(trainer_config const*) {
   return fields(field(&trainer_config::run, "Where the run keeps its files.", hint::core),
                 field(&trainer_config::training, "The training loop.", hint::core),
                 field(&trainer_config::pretrained,
                       "What to initialise from when there is no checkpoint to resume. Empty path: from scratch.",
-                      hint::feature));
+                      hint::feature),
+                field(&trainer_config::device, "Where to train: cpu or cuda.", hint::core),
+                field(&trainer_config::comm,
+                      "Collectives between ranks: auto (NCCL when device=cuda and cairn was built with NCCL, else "
+                      "Gloo), gloo or nccl.",
+                      hint::core));
 }
 
 } // namespace cairn

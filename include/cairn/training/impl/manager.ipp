@@ -74,8 +74,9 @@ CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
   auto export_bytes = whole_bytes(state.layout(), state.shard_names.size(), config_.export_.save_config({}));
   comm::all_succeed(comm_, "preflight failed", [&] {
     if (comm_.rank() != 0) return;
-    if (config_.export_.enabled() && config_.export_.format == checkpoint_format::external && !exporter_)
-      throw error("training.export.format is external: give the checkpoint manager an exporter (set_exporter)");
+    if (config_.export_.enabled() && config_.export_.format == checkpoint_format::external && !exporter_ && !converter_)
+      throw error("training.export.format is external: give the checkpoint manager the model's converter "
+                  "(set_converter) or an exporter (set_exporter)");
     if (!config_.checkpoint.enabled() && !config_.export_.enabled()) return; // nothing to save
     if (experiment_dir_.empty()) throw error("run.experiment_dir: required to save checkpoints or exports");
     if (config_.checkpoint.enabled()) probe_writable(checkpoints_.root());
@@ -110,7 +111,16 @@ CAIRN_DECL bool basic_checkpoint_manager::step(std::int64_t iteration, model_sta
   if ((config_.export_.enabled(iteration) || (last && config_.export_.enabled())) && last_export_ != iteration)
     save_export(iteration, state, metadata);
   if (stop || last) finish();
+  // A shutdown at the last iteration is the run's end.
+  last_stop_ = preempted_                            ? stop_reason::signal
+               : last                                ? stop_reason::finished
+               : config_.shutdown.enabled(iteration) ? stop_reason::shutdown
+                                                     : stop_reason::none;
   return stop;
+}
+
+CAIRN_DECL void basic_checkpoint_manager::set_converter(external::model_converter converter) {
+  converter_ = std::move(converter);
 }
 
 CAIRN_DECL void basic_checkpoint_manager::save(std::int64_t iteration, model_state const& state,
@@ -151,13 +161,13 @@ CAIRN_DECL void basic_checkpoint_manager::save_export(std::int64_t iteration, mo
     stage(exports_, iteration);
     auto save = config_.export_.save_config(exports_.staging(iteration));
     try {
-      if (save.format == checkpoint_format::external) {
-        if (!exporter_)
-          throw error("training.export.format is external: give the checkpoint manager an exporter (set_exporter)");
+      if (save.format == checkpoint_format::external && exporter_)
         exporter_(state, comm_, save);
-      } else {
-        save_checkpoint(state, comm_, save, options_.program_config, with_iteration(metadata, iteration));
-      }
+      else if (save.format == checkpoint_format::external && !converter_)
+        throw error("training.export.format is external: give the checkpoint manager the model's converter "
+                    "(set_converter) or an exporter (set_exporter)");
+      else
+        checkpointer(comm_, options_.program_config, converter_).save(state, save, with_iteration(metadata, iteration));
     } catch (...) {
       abandon(exports_, iteration);
       throw;

@@ -1,0 +1,74 @@
+// Definitions of <cairn/training/run.hpp>: inline in a header-only build, compiled once by
+// <cairn/training/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+#pragma once
+// cairn: requires libtorch
+
+#include <cairn/checkpoint/save_load.hpp>
+#include <cairn/comm/environment.hpp>
+#include <cairn/training/manager.hpp>
+#include <cairn/training/run.hpp>
+
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cairn {
+
+namespace detail {
+
+/// The signal named `name` (TERM, SIGTERM, KILL, INT, USR1, HUP), or 0.
+inline int signal_named(std::string_view name) {
+  if (name.starts_with("SIG")) name.remove_prefix(3);
+  for (auto [text, number] :
+       {std::pair{"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT}, {"USR1", SIGUSR1}, {"HUP", SIGHUP}})
+    if (name == text) return number;
+  return 0;
+}
+
+} // namespace detail
+
+CAIRN_DECL void training_run::finish_construction(manager_options options) {
+  program_config_ = options.program_config;
+  manager_ = std::make_unique<basic_checkpoint_manager>(config_.training, config_.run.experiment_dir, comm_,
+                                                        std::move(options));
+  if (converter_) manager_->set_converter(*converter_);
+  if (auto const* hook = std::getenv("CAIRN_TEST_SIGNAL")) { // NAME@N[:R]: for tests of programs
+    std::string_view text(hook);
+    auto at = text.find('@'), colon = text.find(':');
+    auto signal = detail::signal_named(text.substr(0, at));
+    if (signal == 0 || at == std::string_view::npos)
+      throw config_error(
+          std::vector<diagnostic>{{"CAIRN_TEST_SIGNAL", "'" + std::string(text) + "' is not NAME@ITERATION[:RANK]"}});
+    test_signal_ = {signal, std::stoll(std::string(text.substr(at + 1, colon - at - 1)))};
+    if (colon != std::string_view::npos) test_signal_rank_ = std::stoi(std::string(text.substr(colon + 1)));
+  }
+}
+
+CAIRN_DECL std::int64_t training_run::start(model_state& state) {
+  if (auto resumed = manager_->resume(state)) {
+    started_ = {start_kind::resumed, resumed->iteration, resumed->path};
+  } else if (plan_.kind == start_kind::pretrained) {
+    checkpoints().load(state, config_.pretrained);
+    started_ = {start_kind::pretrained, 0, config_.pretrained.path};
+  } else {
+    started_ = {};
+  }
+  manager_->preflight(state);
+  return started_.iteration;
+}
+
+CAIRN_DECL stop_reason training_run::step(std::int64_t iteration, model_state const& state,
+                                          boost::json::value const& metrics) {
+  if (test_signal_ && test_signal_->second == iteration && (!test_signal_rank_ || *test_signal_rank_ == comm_.rank()))
+    std::raise(test_signal_->first);
+  manager_->step(iteration, state, metrics);
+  return manager_->last_stop();
+}
+
+CAIRN_DECL checkpointer training_run::checkpoints() const { return checkpointer(comm_, program_config_, converter_); }
+
+} // namespace cairn

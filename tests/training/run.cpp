@@ -1,0 +1,129 @@
+// The run bound once: built from a trainer's whole config, it stores that config with every save,
+// starts the run (resumed, else pretrained, else fresh) and says why it stops.
+#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/state.hpp>
+#include <cairn/comm/single_process.hpp>
+#include <cairn/config/json.hpp>
+#include <cairn/training/run.hpp>
+
+#include <ATen/ATen.h>
+#include <boost/describe/class.hpp>
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <string>
+
+#include "io/temp_dir.hpp"
+
+namespace {
+
+struct tiny_model_config {
+  std::int64_t width = 4;
+};
+BOOST_DESCRIBE_STRUCT(tiny_model_config, (), (width))
+constexpr auto cairn_fields(tiny_model_config const*) {
+  using namespace cairn;
+  return fields(field(&tiny_model_config::width, "Width.", hint::architecture, check::positive));
+}
+
+struct tiny_config : cairn::trainer_config {
+  tiny_model_config model;
+};
+BOOST_DESCRIBE_STRUCT(tiny_config, (cairn::trainer_config), (model))
+
+/// A model of `width` weights, each `value`.
+cairn::model_state state_of(tiny_model_config const& model, float value) {
+  return cairn::whole_state({{"w", at::full({model.width}, value)}}, {"exp_avg"});
+}
+
+/// A run of 6 iterations in `dir`, a checkpoint every 2, with `overrides` on top.
+tiny_config config(std::filesystem::path const& dir, std::vector<std::string> overrides = {}) {
+  overrides.insert(overrides.begin(),
+                   {"run.experiment_dir=" + dir.string(), "training.train_iters=6", "training.checkpoint.interval=2"});
+  return cairn::from_json<tiny_config>(boost::json::object{}, overrides);
+}
+
+cairn::comm::single_process comm;
+
+} // namespace
+
+TEST_CASE("a run stops at the last iteration (finished), at a shutdown and on a signal, each with its status") {
+  temp_dir tmp;
+  SUBCASE("finished") {
+    auto cfg = config(tmp / "run");
+    cairn::training_run run(cfg, &tiny_config::model, comm);
+    auto state = state_of(cfg.model, 1);
+    CHECK(run.start(state) == 0);
+    CHECK(run.started().kind == cairn::start_kind::fresh);
+    for (std::int64_t it = 1; it < 6; ++it) CHECK_FALSE(run.step(it, state));
+    auto stop = run.step(6, state);
+    CHECK(stop.kind() == cairn::stop_reason::finished);
+    CHECK(stop.exit_status() == 0);
+    CHECK(cairn::save_directory(tmp / "run" / "checkpoints").complete() == std::vector<std::int64_t>{2, 4, 6});
+  }
+  SUBCASE("a shutdown") {
+    auto cfg = config(tmp / "run", {"training.shutdown.interval=4"});
+    cairn::training_run run(cfg, &tiny_config::model, comm);
+    auto state = state_of(cfg.model, 1);
+    run.start(state);
+    for (std::int64_t it = 1; it < 4; ++it) CHECK_FALSE(run.step(it, state));
+    CHECK(run.step(4, state).kind() == cairn::stop_reason::shutdown);
+  }
+  SUBCASE("a signal: exit status 75, after a checkpoint of that iteration") {
+    auto cfg = config(tmp / "run");
+    cairn::training_run run(cfg, &tiny_config::model, comm);
+    auto state = state_of(cfg.model, 1);
+    run.start(state);
+    CHECK_FALSE(run.step(1, state));
+    std::raise(SIGUSR1);
+    auto stop = run.step(3, state);
+    CHECK(stop.kind() == cairn::stop_reason::signal);
+    CHECK(stop.exit_status() == cairn::preempted_exit_status);
+    CHECK(cairn::save_directory(tmp / "run" / "checkpoints").complete() == std::vector<std::int64_t>{3});
+  }
+}
+
+TEST_CASE("every save stores the program's whole config, so that it serves as pretrained with load_config=model") {
+  temp_dir tmp;
+  {
+    auto cfg = config(tmp / "first", {"model.width=8"});
+    cairn::training_run run(cfg, &tiny_config::model, comm);
+    auto state = state_of(cfg.model, 2.5f);
+    run.start(state);
+    for (std::int64_t it = 1; it <= 6; ++it) run.step(it, state);
+  }
+  auto stored = cairn::read_stored_metadata(tmp / "first" / "checkpoints" / "6", cairn::checkpoint_format::distributed);
+  CHECK(stored.config.at("model").at("width") == 8);
+  CHECK(stored.metadata.at("iteration") == 6);
+
+  // A new run asks for width 4; load_config=model takes the stored width 8, and its weights.
+  auto cfg = config(tmp / "second", {"model.width=4"});
+  cfg.pretrained.path = tmp / "first" / "checkpoints" / "6";
+  cfg.pretrained.load_config = cairn::model_config_type::model;
+  cairn::training_run run(cfg, &tiny_config::model, comm);
+  CHECK(cfg.model.width == 8); // applied before the model is built
+  auto state = state_of(cfg.model, 0);
+  CHECK(run.start(state) == 0);
+  CHECK(run.started().kind == cairn::start_kind::pretrained);
+  CHECK(state.parameters[0].shards[0].equal(at::full({8}, 2.5f)));
+  // Once it has checkpoints of its own, it resumes from them.
+  for (std::int64_t it = 1; it <= 2; ++it) run.step(it, state);
+}
+
+TEST_CASE("the test hook raises the signal it names after the iteration it names, and refuses what it cannot read") {
+  temp_dir tmp;
+  ::setenv("CAIRN_TEST_SIGNAL", "USR1@2", 1);
+  {
+    auto cfg = config(tmp / "run");
+    cairn::training_run run(cfg, &tiny_config::model, comm);
+    auto state = state_of(cfg.model, 1);
+    run.start(state);
+    CHECK_FALSE(run.step(1, state));
+    CHECK(run.step(2, state).kind() == cairn::stop_reason::signal);
+  }
+  ::setenv("CAIRN_TEST_SIGNAL", "FROB@x", 1);
+  auto cfg = config(tmp / "other");
+  CHECK_THROWS_AS(cairn::training_run(cfg, &tiny_config::model, comm), cairn::config_error);
+  ::unsetenv("CAIRN_TEST_SIGNAL");
+}
