@@ -10,7 +10,8 @@ seconds() {
 
 # `build_flags BUILD SOURCE` sets "$cxx" and "${flags[@]}" to the compiler and flags the build
 # BUILD uses for SOURCE (from its compile_commands.json), less the output, the source, the
-# optimisation level and the warnings. Returns 1 when BUILD has no command for SOURCE.
+# optimisation level, the warnings and CAIRN_SEPARATE_COMPILATION. Returns 1 when BUILD has no
+# command for SOURCE.
 build_flags() {
   local command skip=0 w
   command=$(grep -o "\"command\": \"[^\"]*$2\"" "$1/compile_commands.json" 2>/dev/null | head -1 |
@@ -23,7 +24,7 @@ build_flags() {
     if ((skip)); then skip=0; continue; fi
     case $w in
       -o) skip=1 ;;
-      -c | -O? | -W* | */"$2") ;;
+            -c | -O? | -W* | */"$2" | -DCAIRN_SEPARATE_COMPILATION) ;; # the mode: each benchmark says which
       *) flags+=("$w") ;;
     esac
   done

@@ -69,7 +69,7 @@ foreach(header IN LISTS cairn_public_headers)
   if(needs_torch OR (torch_parts AND CAIRN_WITH_TORCH))
     set(kind "_torch")
   endif()
-  # cairn/src.hpp is compiled, alone, by the tests' cairn_src or cairn_core_src already.
+  # cairn/src.hpp is compiled, alone, by cairn::compiled and cairn::core_compiled already.
   cairn_reads_the_same_in_both_modes(${header} same)
   if(NOT header STREQUAL "cairn/src.hpp" AND NOT same)
     list(APPEND cairn_header_sources_separate${kind} ${source})

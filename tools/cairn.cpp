@@ -1,6 +1,7 @@
 // build/bin/cairn: inspect, verify and convert checkpoints, launch local distributed runs. A
 // thin command line over the library's public API.
 #include <cairn/checkpoint/convert.hpp>
+#include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/files.hpp>
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/comm/launch.hpp>

@@ -10,6 +10,7 @@
 //
 //     checkpoint_formats_worker reshard FORMAT WORK_DIR
 #include <cairn/comm.hpp>
+#include <cairn/comm/gloo.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 

@@ -5,6 +5,7 @@
 //     comm_gloo_worker die        rank 1 leaves; the others must fail within a bounded time
 #include <cairn/checkpoint/detail/transfer.hpp>
 #include <cairn/comm.hpp>
+#include <cairn/comm/gloo.hpp>
 
 #include <ATen/ATen.h>
 

@@ -1,5 +1,6 @@
 // The single-process communicator, and Gloo in a world of one.
 #include <cairn/comm.hpp>
+#include <cairn/comm/gloo.hpp>
 
 #include <ATen/ATen.h>
 #include <doctest/doctest.h>

@@ -15,3 +15,5 @@ cairn_compile_fail_test(compile_fail_update_missing_field ${CMAKE_CURRENT_LIST_D
                         "is not a member of|no member named")
 cairn_compile_fail_test(compile_fail_check_wrong_type ${CMAKE_CURRENT_LIST_DIR}/check_wrong_type.cpp
                         "This check does not apply to the field's type")
+cairn_compile_fail_test(compile_fail_mixed_modes ${CMAKE_CURRENT_LIST_DIR}/mixed_modes.cpp
+                        "CAIRN_SEPARATE_COMPILATION defined after cairn's headers were included without it")

@@ -18,7 +18,17 @@ constexpr auto cairn_fields(run_config const*) {
                 field(&run_config::steps, "Steps to run.", hint::core, check::positive));
 }
 
+#ifdef CONSUMER_TWO_UNITS
+std::string second_unit();
+#endif
+
 int main() {
+#ifdef CONSUMER_TWO_UNITS
+  if (second_unit() != R"({"unit": 2})") return 1;
+#ifndef CAIRN_SEPARATE_COMPILATION
+  return 1; // cairn::core_compiled gives every translation unit the definition
+#endif
+#endif
   auto config = cairn::from_string<run_config>(R"({"name": "consumer"})", {"steps=3"});
   if (config.name != "consumer" || config.steps != 3) return 1;
   try {

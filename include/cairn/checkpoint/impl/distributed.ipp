@@ -1,5 +1,5 @@
 // Definitions of <cairn/checkpoint/formats/distributed.hpp>: inline in a header-only build,
-// compiled once by <cairn/checkpoint/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+// compiled once by <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 // cairn: requires libtorch
 

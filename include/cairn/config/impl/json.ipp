@@ -1,5 +1,5 @@
 // Definitions of <cairn/config/json.hpp>: inline in a header-only build, compiled once by
-// <cairn/config/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+// <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
 #include <cairn/config/json.hpp>

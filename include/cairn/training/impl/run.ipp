@@ -1,5 +1,5 @@
 // Definitions of <cairn/training/run.hpp>: inline in a header-only build, compiled once by
-// <cairn/training/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+// <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 // cairn: requires libtorch
 
