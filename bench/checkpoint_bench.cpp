@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   auto plain_write = [&](double& best) {
     return timed(best, [&] {
       auto fd = cairn::io::open_file(plain, O_WRONLY | O_CREAT | O_TRUNC);
-      for (auto const& x : tensors) cairn::io::write_all(fd.get(), cairn::tensor_bytes(x), plain);
+      for (auto const& x : tensors) cairn::io::write_all(fd.get(), cairn::detail::tensor_bytes(x), plain);
       cairn::io::fsync_file(fd.get(), plain);
     });
   };

@@ -59,7 +59,7 @@ void write_checkpoint(fs::path const& dir, std::size_t parameters) {
   fs::create_directories(dir);
   cairn::checkpoint_metadata metadata;
   metadata.format = cairn::checkpoint_format::distributed;
-  metadata.save_id = cairn::new_save_id();
+  metadata.save_id = cairn::detail::new_save_id();
   metadata.shard_names = {"weights"};
   cairn::rank_layout layout;
   for (std::size_t i = 0; i < parameters; ++i)
@@ -72,9 +72,10 @@ void write_checkpoint(fs::path const& dir, std::size_t parameters) {
   std::vector<float> values(16, 0.5f);
   cairn::io::safetensors_writer writer(cairn::formats::rank_file(dir, 0));
   writer.set_metadata("format", "cairn.distributed");
-  cairn::record_identity(writer, metadata, 0);
+  cairn::detail::record_identity(writer, metadata, 0);
   for (auto const& p : layout.parameters)
-    writer.add(cairn::tensor_name(p.name, "weights"), cairn::io::dtype::F32, {16}, std::as_bytes(std::span(values)));
+    writer.add(cairn::detail::tensor_name(p.name, "weights"), cairn::io::dtype::F32, {16},
+               std::as_bytes(std::span(values)));
   writer.write();
   cairn::detail::write_distributed_metadata(dir, metadata);
 }

@@ -79,6 +79,8 @@ private:
   bool committed_ = false;
 };
 
+namespace detail {
+
 /// A checkpoint read without the model: every parameter whole, one tensor at a time.
 class checkpoint_reader {
 public:
@@ -108,7 +110,6 @@ private:
 /// writes into or over what it reads.
 CAIRN_DECL void refuse_overlap(std::filesystem::path const& input, std::filesystem::path const& output);
 
-namespace detail {
 /// An error when `input` is a save of an experiment that is not complete (no marker, or files
 /// other than its marker lists): a conversion never reads half a save.
 CAIRN_DECL void refuse_incomplete_save(std::filesystem::path const& input);

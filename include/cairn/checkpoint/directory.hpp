@@ -110,16 +110,19 @@ private:
   std::filesystem::path root_;
 };
 
+namespace detail {
 /// Whether a directory is one save of an experiment's directory of saves, and when it is, why
 /// it is not complete and sound (nothing when it is).
 struct save_completeness {
   bool is_save = false;
   std::optional<std::string> problem;
 };
+} // namespace detail
 
-/// The completeness of `path` as a save: a directory named by an iteration under an
-/// experiment's `checkpoints/` or `export/`, or any directory holding a completion marker.
-CAIRN_DECL save_completeness save_status(std::filesystem::path const& path);
+/// The completeness of `path` as a save: whether it is one (a directory named by an iteration
+/// under an experiment's `checkpoints/` or `export/`, or any directory holding a completion
+/// marker: `.is_save`) and, when it is, why it is not complete and sound (`.problem`).
+CAIRN_DECL detail::save_completeness save_status(std::filesystem::path const& path);
 
 } // namespace cairn
 

@@ -37,7 +37,7 @@ template <class Model>
 std::string convert(convert_config const& config, converter<Model> const& conv, model_program<Model> const& program) {
   bool from_external = config.input.format == checkpoint_format::external;
   if (!from_external && config.output.format != checkpoint_format::external) return convert_checkpoint(config);
-  refuse_overlap(config.input.path, config.output.path);
+  cairn::detail::refuse_overlap(config.input.path, config.output.path);
   cairn::detail::refuse_incomplete_save(config.input.path);
   auto model = from_external ? load_config(conv, config.input.path, config.input.model_type)
                              : program.model_of(read_stored_metadata(config.input.path, config.input.format).config);

@@ -47,21 +47,35 @@ inline constexpr char const* layout_key = "cairn.layout_xxh3";
 
 namespace cairn {
 
-/// `<parameter>/<state shard>`: the name of a tensor in cairn's own formats.
-inline std::string tensor_name(std::string const& parameter, std::string const& shard) {
-  return parameter + "/" + shard;
-}
-
 /// "[4, 8]", for messages.
 CAIRN_DECL std::string shape_text(std::vector<std::uint64_t> const& shape);
-
-/// Elements of the whole parameter.
-CAIRN_DECL std::uint64_t whole_numel(parameter_layout const& p);
 
 /// "distributed", "state_dict" or "external", as configs spell them.
 inline char const* format_name(checkpoint_format format) noexcept {
   return boost::describe::enum_to_string(format, "unknown");
 }
+
+/// The format of the checkpoint in `dir`, from the files it holds (metadata.json: distributed;
+/// the state_dict index: state_dict; config.json: external), or nothing when it holds none of
+/// them.
+CAIRN_DECL std::optional<checkpoint_format> detect_format(std::filesystem::path const& dir);
+
+/// What a checkpoint of cairn's own formats stores about itself: `metadata.json` of a
+/// distributed checkpoint, the metadata of a state_dict checkpoint's index. Errors name the
+/// file; an external checkpoint stores none (its `config.json` is the converter's).
+CAIRN_DECL checkpoint_metadata read_stored_metadata(std::filesystem::path const& dir, checkpoint_format format);
+
+} // namespace cairn
+
+namespace cairn::detail {
+
+/// `<parameter>/<state shard>`: the name of a tensor in cairn's own formats.
+inline std::string tensor_name(std::string const& parameter, std::string const& shard) {
+  return parameter + "/" + shard;
+}
+
+/// Elements of the whole parameter.
+CAIRN_DECL std::uint64_t whole_numel(parameter_layout const& p);
 
 /// A fresh identity for a save: 128 random bits, as 32 hex digits.
 CAIRN_DECL std::string new_save_id();
@@ -84,20 +98,6 @@ CAIRN_DECL void record_identity(io::safetensors_writer& writer, checkpoint_metad
 CAIRN_DECL std::optional<std::string> identity_problem(io::safetensors_file const& file,
                                                        checkpoint_metadata const& metadata,
                                                        std::optional<int> rank = std::nullopt);
-
-/// The format of the checkpoint in `dir`, from the files it holds (metadata.json: distributed;
-/// the state_dict index: state_dict; config.json: external), or nothing when it holds none of
-/// them.
-CAIRN_DECL std::optional<checkpoint_format> detect_format(std::filesystem::path const& dir);
-
-/// What a checkpoint of cairn's own formats stores about itself: `metadata.json` of a
-/// distributed checkpoint, the metadata of a state_dict checkpoint's index. Errors name the
-/// file; an external checkpoint stores none (its `config.json` is the converter's).
-CAIRN_DECL checkpoint_metadata read_stored_metadata(std::filesystem::path const& dir, checkpoint_format format);
-
-} // namespace cairn
-
-namespace cairn::detail {
 
 /// Every parameter of every rank's layout, by name (the first rank's description of each).
 CAIRN_DECL std::map<std::string, parameter_layout> parameters_of(std::vector<rank_layout> const& ranks);

@@ -59,12 +59,12 @@ namespace detail {
 /// Replaces every NaN or infinite number in `v` by the string "NaN", "Infinity" or "-Infinity"
 /// (JSON has no such numbers), with a warning naming its key.
 CAIRN_DECL void make_finite(boost::json::value& v, std::string const& path);
-} // namespace detail
 
 /// The metadata stored with a save at `iteration`: the caller's object with "iteration" added
 /// (anything else than an object is kept under "user"). A NaN or infinite number (a diverged
 /// loss) is stored as a string, with a warning: the save stays readable.
 CAIRN_DECL boost::json::value with_iteration(boost::json::value const& metadata, std::int64_t iteration);
+} // namespace detail
 
 inline checkpoint_metadata read_checkpoint_metadata(std::filesystem::path const& file) {
   return parse_checkpoint_metadata(read_json_file(file), file.string());

@@ -42,8 +42,10 @@ struct model_state {
   CAIRN_DECL void check() const;
 };
 
+namespace detail {
 /// Every rank's layout of its state, in rank order, on every rank. Collective.
 CAIRN_DECL std::vector<rank_layout> all_rank_layouts(model_state const& state, comm::communicator_ref comm);
+} // namespace detail
 
 /// The elements `layout` gives of the whole tensor `whole` (any device), densely, as a flat
 /// tensor of its own: what a rank holds of a parameter it has whole.

@@ -19,6 +19,10 @@ namespace cairn {
 /// The file dtype of a libtorch element type; an error for types files cannot hold.
 CAIRN_DECL io::dtype to_dtype(c10::ScalarType type);
 
+} // namespace cairn
+
+namespace cairn::detail {
+
 /// The libtorch element type of a file dtype.
 CAIRN_DECL c10::ScalarType to_scalar_type(io::dtype type);
 
@@ -30,7 +34,7 @@ inline std::span<std::byte> tensor_bytes(at::Tensor& tensor) {
   return {static_cast<std::byte*>(tensor.data_ptr()), tensor.nbytes()};
 }
 
-} // namespace cairn
+} // namespace cairn::detail
 
 #ifndef CAIRN_SEPARATE_COMPILATION
 #include <cairn/checkpoint/impl/tensor.ipp>

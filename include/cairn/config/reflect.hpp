@@ -15,6 +15,7 @@
 #include <array>
 #include <cstddef>
 #include <exception>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -443,6 +444,14 @@ template <class V> constexpr type_ops make_type_ops() {
 
 template <class V> type_ops const& type_ops_for() { return type_ops_of<V>; }
 
+/// value_traits of a container, read, written and described through its type operations.
+template <class V> struct container_traits {
+  static void read(boost::json::value const& j, V& v, read_context& ctx) { read_value(type_ops_for<V>(), j, &v, ctx); }
+  static json_value<V> write(V const& v) { return write_value(type_ops_for<V>(), &v); }
+  static std::string type_name() { return type_name_of(type_ops_for<V>()); }
+  static void schema(boost::json::object& s) { schema_of(type_ops_for<V>(), s); }
+};
+
 // --- validation ----------------------------------------------------------------------------
 
 /// Each class's own `validate`, most basic class first.
@@ -474,6 +483,11 @@ using field_info = detail::field_info;
 /// The fields of config T, inherited ones first, each with `name`, `description`, `hint` and
 /// `checks` (after the updates of derived configs).
 template <described_config T> std::vector<field_info> const& fields_of() { return detail::config_of<T>().fields; }
+
+template <class U> struct value_traits<std::optional<U>> : detail::container_traits<std::optional<U>> {};
+template <class U> struct value_traits<std::vector<U>> : detail::container_traits<std::vector<U>> {};
+template <class U, class C, class A> struct value_traits<std::map<std::string, U, C, A>>
+    : detail::container_traits<std::map<std::string, U, C, A>> {};
 
 template <described_config T> struct value_traits<T> {
   static void read(boost::json::value const& j, T& v, read_context& ctx) {

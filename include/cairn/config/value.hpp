@@ -104,23 +104,6 @@ CAIRN_DECL std::optional<std::int64_t> read_enum(boost::json::value const& j, st
 CAIRN_DECL void write_enum(boost::json::value& out, std::span<enum_entry const> table, std::int64_t value);
 CAIRN_DECL void enum_schema(boost::json::object& s, std::span<enum_entry const> table);
 
-// Containers are read, written and described by the ordinary functions of reflect.hpp, over
-// their type operations.
-struct type_ops;
-template <class V> type_ops const& type_ops_for();
-CAIRN_DECL void read_value(type_ops const& type, boost::json::value const& j, void* value, read_context& ctx);
-CAIRN_DECL boost::json::value write_value(type_ops const& type, void const* value);
-CAIRN_DECL std::string type_name_of(type_ops const& type);
-CAIRN_DECL void schema_of(type_ops const& type, boost::json::object& s);
-
-/// value_traits of a container, for user-defined traits built on them.
-template <class V> struct container_traits {
-  static void read(boost::json::value const& j, V& v, read_context& ctx) { read_value(type_ops_for<V>(), j, &v, ctx); }
-  static json_value<V> write(V const& v) { return write_value(type_ops_for<V>(), &v); }
-  static std::string type_name() { return type_name_of(type_ops_for<V>()); }
-  static void schema(boost::json::object& s) { schema_of(type_ops_for<V>(), s); }
-};
-
 } // namespace detail
 
 namespace detail {
@@ -222,16 +205,11 @@ requires std::is_enum_v<E> && boost::describe::has_describe_enumerators<E>::valu
   static void schema(boost::json::object& s) { detail::enum_schema(s, detail::enum_table<E>); }
 };
 
-template <class U> struct value_traits<std::optional<U>> : detail::container_traits<std::optional<U>> {};
-template <class U> struct value_traits<std::vector<U>> : detail::container_traits<std::vector<U>> {};
-template <class U, class C, class A> struct value_traits<std::map<std::string, U, C, A>>
-    : detail::container_traits<std::map<std::string, U, C, A>> {};
+// The traits of std::optional, std::vector and std::map of strings are in reflect.hpp: they work
+// through the type operations defined there.
 
 } // namespace cairn
 
 #ifndef CAIRN_SEPARATE_COMPILATION
 #include <cairn/config/impl/value.ipp>
 #endif
-
-// The containers' traits above use the type operations of reflect.hpp (which includes this header).
-#include <cairn/config/reflect.hpp>

@@ -3,6 +3,7 @@
 #include <cairn/config/check.hpp>
 #include <cairn/config/field.hpp>
 #include <cairn/config/read_context.hpp>
+#include <cairn/config/reflect.hpp> // value_traits of std::vector
 #include <cairn/config/value.hpp>
 #include <cairn/detail/decl.hpp>
 #include <cairn/detail/spawn.hpp>

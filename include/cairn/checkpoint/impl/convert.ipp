@@ -30,7 +30,7 @@
 
 namespace cairn {
 
-CAIRN_DECL checkpoint_reader::checkpoint_reader(checkpoint_load_metadata_config const& input) : input_(input) {
+CAIRN_DECL detail::checkpoint_reader::checkpoint_reader(checkpoint_load_metadata_config const& input) : input_(input) {
   if (input.format == checkpoint_format::distributed) {
     metadata_ = read_checkpoint_metadata(formats::metadata_file(input.path));
     for (std::size_t r = 0; r < metadata_.ranks.size(); ++r)
@@ -59,8 +59,8 @@ CAIRN_DECL checkpoint_reader::checkpoint_reader(checkpoint_load_metadata_config 
   if (!problems.empty()) throw checkpoint_error("cannot convert " + input.path.string(), std::move(problems));
 }
 
-CAIRN_DECL std::vector<std::byte> checkpoint_reader::read(parameter_layout const& p, std::string const& shard) {
-  auto tensor = cairn::tensor_name(p.name, shard);
+CAIRN_DECL std::vector<std::byte> detail::checkpoint_reader::read(parameter_layout const& p, std::string const& shard) {
+  auto tensor = cairn::detail::tensor_name(p.name, shard);
   // Where the parameter's elements are: each file's tensor checked against what the metadata
   // says of it (elements, type) before anything is allocated or read.
   struct piece {
@@ -92,7 +92,7 @@ CAIRN_DECL std::vector<std::byte> checkpoint_reader::read(parameter_layout const
     add(file(input_.path / entry->second, std::nullopt), shard_layout::whole(p.shape), std::nullopt);
   }
   auto size = io::size_of(p.dtype);
-  std::vector<std::byte> whole(cairn::whole_numel(p) * size); // the pieces tile it: no larger than they are
+  std::vector<std::byte> whole(cairn::detail::whole_numel(p) * size); // the pieces tile it: no larger than they are
   std::uint64_t written = 0;
   for (auto const& [file, t, saved] : pieces) {
     file->verify(*t); // every tensor of cairn's formats has a checksum
@@ -103,14 +103,14 @@ CAIRN_DECL std::vector<std::byte> checkpoint_reader::read(parameter_layout const
       progress_scope::count(run.length * size);
     }
   }
-  if (written != cairn::whole_numel(p))
+  if (written != cairn::detail::whole_numel(p))
     throw error("'" + tensor + "': the checkpoint holds " + std::to_string(written) + " of its " +
-                std::to_string(cairn::whole_numel(p)) + " elements");
+                std::to_string(cairn::detail::whole_numel(p)) + " elements");
   return whole;
 }
 
-CAIRN_DECL io::safetensors_file const& checkpoint_reader::file(std::filesystem::path const& path,
-                                                               std::optional<int> rank) {
+CAIRN_DECL io::safetensors_file const& detail::checkpoint_reader::file(std::filesystem::path const& path,
+                                                                       std::optional<int> rank) {
   auto& slot = files_[path.string()];
   if (!slot) {
     // Its identity, once: a file of another save (or rank) is refused before anything is read.
@@ -121,7 +121,7 @@ CAIRN_DECL io::safetensors_file const& checkpoint_reader::file(std::filesystem::
   return *slot;
 }
 
-CAIRN_DECL void refuse_overlap(std::filesystem::path const& input, std::filesystem::path const& output) {
+CAIRN_DECL void detail::refuse_overlap(std::filesystem::path const& input, std::filesystem::path const& output) {
   auto in = std::filesystem::weakly_canonical(input), out = std::filesystem::weakly_canonical(output);
   auto inside = [](std::filesystem::path const& inner, std::filesystem::path const& outer) {
     return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
@@ -180,15 +180,15 @@ CAIRN_DECL staged_output::staged_output(std::filesystem::path output, bool repla
     name = std::filesystem::absolute(output_).lexically_normal().filename();
   if (name.empty()) refuse("names no directory that can be written");
   std::error_code ec;
-    auto status = std::filesystem::symlink_status(output_, ec);
-    if (std::filesystem::exists(status) && save_status(output_).is_save)
+  auto status = std::filesystem::symlink_status(output_, ec);
+  if (std::filesystem::exists(status) && save_status(output_).is_save)
     refuse("is a save of an experiment: a conversion never replaces one; write it somewhere else");
   if (detail::in_saves(std::filesystem::absolute(output_).lexically_normal().parent_path(), name.string()))
     refuse("is where an experiment keeps its saves (its resume would remove what it finds there): write the "
            "conversion somewhere else");
   if (std::filesystem::exists(status)) {
     if (!std::filesystem::is_directory(std::filesystem::status(output_, ec))) refuse("exists and is not a directory");
-        if (detail::has_entries(output_)) {
+    if (detail::has_entries(output_)) {
       if (!replace_) refuse("is not empty: write the conversion somewhere else, or give replace=true to replace it");
       if (auto problem = detail::not_replaceable(output_)) refuse(*problem);
     }
@@ -239,16 +239,16 @@ CAIRN_DECL void detail::refuse_incomplete_save(std::filesystem::path const& inpu
 }
 
 CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
-  refuse_overlap(requested.input.path, requested.output.path);
+  detail::refuse_overlap(requested.input.path, requested.output.path);
   detail::refuse_incomplete_save(requested.input.path);
-  checkpoint_reader reader(requested.input);
+  detail::checkpoint_reader reader(requested.input);
   staged_output staged(requested.output.path, requested.replace);
   auto config = requested;
   config.output.path = staged.path();
   auto const& in = reader.metadata();
   checkpoint_metadata out;
   out.format = config.output.format;
-  out.save_id = new_save_id();
+  out.save_id = cairn::detail::new_save_id();
   out.config = in.config;
   out.metadata = in.metadata;
   for (std::size_t i = 0; i < in.shard_names.size(); ++i)
@@ -258,7 +258,7 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
 
   std::uint64_t input_bytes = 0;
   for (auto const& [name, p] : reader.parameters())
-    input_bytes += cairn::whole_numel(p) * io::size_of(p.dtype) * out.shard_names.size();
+    input_bytes += cairn::detail::whole_numel(p) * io::size_of(p.dtype) * out.shard_names.size();
   progress_scope progress("converting", requested.output.path.string(), 2 * input_bytes); // read, then written
 
   cairn::io::make_directories(config.output.path);
@@ -266,7 +266,7 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
   auto add_all = [&](io::safetensors_writer& writer, parameter_layout const& p, std::vector<std::uint64_t> shape) {
     for (auto const& shard : out.shard_names) {
       buffers.push_back(reader.read(p, shard));
-      writer.add(cairn::tensor_name(p.name, shard), p.dtype, shape, buffers.back(),
+      writer.add(cairn::detail::tensor_name(p.name, shard), p.dtype, shape, buffers.back(),
                  detail::stored_type(p.dtype, config.output.data_type));
     }
   };
@@ -282,9 +282,9 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
     out.ranks.push_back(std::move(layout));
     io::safetensors_writer writer(formats::rank_file(config.output.path, 0));
     writer.set_metadata("format", "cairn.distributed");
-    record_identity(writer, out, 0);
+    cairn::detail::record_identity(writer, out, 0);
     for (auto const& [name, p] : reader.parameters()) {
-      add_all(writer, p, {cairn::whole_numel(p)});
+      add_all(writer, p, {cairn::detail::whole_numel(p)});
       tensors += out.shard_names.size();
     }
     writer.write();
@@ -297,11 +297,11 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
     for (auto const& [name, p] : reader.parameters()) by_file[file_of[name]].push_back(&p);
     for (auto const& [file, params] : by_file) {
       io::safetensors_writer writer(config.output.path / formats::state_dict_file(file));
-      record_identity(writer, out);
+      cairn::detail::record_identity(writer, out);
       for (auto const* p : params) {
         add_all(writer, *p, p->shape);
         for (auto const& shard : out.shard_names)
-          weight_map[cairn::tensor_name(p->name, shard)] = formats::state_dict_file(file);
+          weight_map[cairn::detail::tensor_name(p->name, shard)] = formats::state_dict_file(file);
         out.parameters.push_back(stored(*p));
         tensors += out.shard_names.size();
       }

@@ -189,7 +189,7 @@ save_directory::numbered(std::string_view prefix) const {
   return out;
 }
 
-CAIRN_DECL save_completeness save_status(std::filesystem::path const& path) {
+CAIRN_DECL detail::save_completeness save_status(std::filesystem::path const& path) {
   auto dir = path.lexically_normal();
   if (!dir.has_filename()) dir = dir.parent_path();
   auto iteration = save_directory::iteration_of(dir.filename().string());

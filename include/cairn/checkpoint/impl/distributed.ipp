@@ -34,10 +34,10 @@ CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communica
   state.check();
   save_plan out;
   out.format = format;
-  out.ranks = all_rank_layouts(state, comm);
+  out.ranks = cairn::detail::all_rank_layouts(state, comm);
   checkpoint_metadata metadata;
   metadata.format = format;
-  metadata.save_id = comm::broadcast_string(comm, comm.rank() == 0 ? new_save_id() : std::string());
+  metadata.save_id = comm::broadcast_string(comm, comm.rank() == 0 ? cairn::detail::new_save_id() : std::string());
   auto shards = detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state);
   for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
   for (auto layout : out.ranks) {
@@ -49,13 +49,13 @@ CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communica
   for (std::size_t r = 0; r < out.ranks.size(); ++r) {
     planned_file file{rank_file({}, static_cast<int>(r)).string(), static_cast<int>(r), {}, {}};
     if (file.writer == comm.rank()) { // the identity of a file is its writer's to record
-      file.metadata = identity_metadata(metadata, file.writer);
+      file.metadata = cairn::detail::identity_metadata(metadata, file.writer);
       file.metadata["format"] = "cairn.distributed";
     }
     for (auto const& p : out.ranks[r].parameters) {
       if (p.replicated && r != 0) continue; // rank 0 writes it
       for (auto i : shards)
-        file.items.push_back({cairn::tensor_name(p.name, state.shard_names[i]),
+        file.items.push_back({cairn::detail::tensor_name(p.name, state.shard_names[i]),
                               p.dtype,
                               detail::stored_type(p.dtype, config.data_type),
                               {p.shard.numel()},
@@ -93,7 +93,7 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
       continue;
     }
     for (auto const& [live_index, saved_name] : loader.shards()) {
-      auto path = tensor_name(p.layout.name, saved_name);
+      auto path = cairn::detail::tensor_name(p.layout.name, saved_name);
       std::vector<detail::load_source> sources;
       bool mismatch = false;
       for (auto const& [r, saved] : held->second) {
@@ -110,7 +110,7 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
           auto& file = loader.file(rank_file(config.path, r));
           if (!identity_checked.contains(r)) {
             identity_checked.insert(r);
-            if (auto problem = identity_problem(file, metadata, r)) {
+            if (auto problem = cairn::detail::identity_problem(file, metadata, r)) {
               loader.problem(file.path().string(), *problem);
               foreign.insert(r);
             }

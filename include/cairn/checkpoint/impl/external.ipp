@@ -151,7 +151,8 @@ plan_outputs(weight_rule const& rule, std::map<std::string, parameter_layout> co
   for (auto const& name : rule.ours) {
     auto const& p = parameters.at(name);
     std::vector<std::int64_t> shape(p.shape.begin(), p.shape.end());
-    metas.push_back(at::empty(shape, at::TensorOptions().dtype(to_scalar_type(p.dtype)).device(c10::kMeta)));
+    metas.push_back(
+        at::empty(shape, at::TensorOptions().dtype(cairn::detail::to_scalar_type(p.dtype)).device(c10::kMeta)));
   }
   try {
     return describe_outputs(rule, rule.to_theirs(metas));
@@ -202,7 +203,7 @@ CAIRN_DECL save_plan plan(model_state const& state, comm::communicator_ref comm,
   state.check();
   save_plan out;
   out.format = checkpoint_format::external;
-  out.ranks = all_rank_layouts(state, comm);
+  out.ranks = cairn::detail::all_rank_layouts(state, comm);
   auto parameters = cairn::detail::parameters_of(out.ranks);
   std::set<std::string> covered;
   for (auto const& rule : rules)
@@ -296,7 +297,7 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
         // Files of other tools record no checksums; in a file cairn wrote, every tensor has one.
         if (verify == verification::checksums && records_checksums(file)) file.verify(info);
         std::vector<std::int64_t> shape(info.shape.begin(), info.shape.end());
-        auto t = at::empty(shape, at::TensorOptions().dtype(to_scalar_type(info.dtype)));
+        auto t = at::empty(shape, at::TensorOptions().dtype(cairn::detail::to_scalar_type(info.dtype)));
         auto bytes = file.bytes(info);
         std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
         theirs.push_back(t);
@@ -317,9 +318,9 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
         loader.problem(rule.ours[i], "has another shape in the checkpoint");
         continue;
       }
-      std::vector<cairn::detail::load_source> sources{{tensor_bytes(static_cast<at::Tensor const&>(whole)),
-                                                       to_dtype(whole.scalar_type()),
-                                                       shard_layout::whole(p->layout.shape)}};
+      std::vector<cairn::detail::load_source> sources{
+          {cairn::detail::tensor_bytes(static_cast<at::Tensor const&>(whole)), to_dtype(whole.scalar_type()),
+           shard_layout::whole(p->layout.shape)}};
       loader.load(*p, 0, sources, rule.ours[i]);
     }
   }

@@ -32,6 +32,33 @@ CAIRN_DECL std::string shape_text(std::vector<std::uint64_t> const& shape) {
   return text + "]";
 }
 
+CAIRN_DECL std::optional<checkpoint_format> detect_format(std::filesystem::path const& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return std::nullopt;
+  if (std::filesystem::exists(formats::metadata_file(dir), ec)) return checkpoint_format::distributed;
+  if (std::filesystem::exists(formats::state_dict_index(dir), ec)) return checkpoint_format::state_dict;
+  if (std::filesystem::exists(formats::external_config(dir), ec)) return checkpoint_format::external;
+  return std::nullopt;
+}
+
+CAIRN_DECL checkpoint_metadata read_stored_metadata(std::filesystem::path const& dir, checkpoint_format format) {
+  switch (format) {
+  case checkpoint_format::distributed:
+    return read_checkpoint_metadata(formats::metadata_file(dir));
+  case checkpoint_format::state_dict: {
+    auto index = formats::state_dict_index(dir);
+    return parse_checkpoint_metadata(io::read_index(index).metadata, index.string());
+  }
+  case checkpoint_format::external:
+    break;
+  }
+  throw error(dir.string() + ": an external checkpoint stores no cairn metadata");
+}
+
+} // namespace cairn
+
+namespace cairn::detail {
+
 CAIRN_DECL std::uint64_t whole_numel(parameter_layout const& p) {
   std::uint64_t n = 1;
   for (auto d : p.shape) n *= d;
@@ -86,33 +113,6 @@ CAIRN_DECL std::optional<std::string> identity_problem(io::safetensors_file cons
     return "was written for another layout than metadata.json gives rank " + std::to_string(*rank);
   return std::nullopt;
 }
-
-CAIRN_DECL std::optional<checkpoint_format> detect_format(std::filesystem::path const& dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return std::nullopt;
-  if (std::filesystem::exists(formats::metadata_file(dir), ec)) return checkpoint_format::distributed;
-  if (std::filesystem::exists(formats::state_dict_index(dir), ec)) return checkpoint_format::state_dict;
-  if (std::filesystem::exists(formats::external_config(dir), ec)) return checkpoint_format::external;
-  return std::nullopt;
-}
-
-CAIRN_DECL checkpoint_metadata read_stored_metadata(std::filesystem::path const& dir, checkpoint_format format) {
-  switch (format) {
-  case checkpoint_format::distributed:
-    return read_checkpoint_metadata(formats::metadata_file(dir));
-  case checkpoint_format::state_dict: {
-    auto index = formats::state_dict_index(dir);
-    return parse_checkpoint_metadata(io::read_index(index).metadata, index.string());
-  }
-  case checkpoint_format::external:
-    break;
-  }
-  throw error(dir.string() + ": an external checkpoint stores no cairn metadata");
-}
-
-} // namespace cairn
-
-namespace cairn::detail {
 
 CAIRN_DECL std::map<std::string, parameter_layout> parameters_of(std::vector<rank_layout> const& ranks) {
   std::map<std::string, parameter_layout> parameters;

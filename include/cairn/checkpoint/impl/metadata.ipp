@@ -76,7 +76,7 @@ CAIRN_DECL void make_finite(boost::json::value& v, std::string const& path) {
 
 namespace cairn {
 
-CAIRN_DECL boost::json::value with_iteration(boost::json::value const& metadata, std::int64_t iteration) {
+CAIRN_DECL boost::json::value detail::with_iteration(boost::json::value const& metadata, std::int64_t iteration) {
   boost::json::object out;
   if (metadata.is_object())
     out = metadata.get_object();

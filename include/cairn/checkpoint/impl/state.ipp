@@ -65,7 +65,7 @@ CAIRN_DECL void model_state::check() const {
   }
 }
 
-CAIRN_DECL std::vector<rank_layout> all_rank_layouts(model_state const& state, comm::communicator_ref comm) {
+CAIRN_DECL std::vector<rank_layout> detail::all_rank_layouts(model_state const& state, comm::communicator_ref comm) {
   std::vector<rank_layout> ranks;
   for (auto const& text : comm::all_gather_strings(comm, detail::compact(to_json(state.layout()))))
     ranks.push_back(parse<rank_layout>(parse_json(text)));

@@ -38,12 +38,12 @@ CAIRN_DECL save_plan state_dict::plan(model_state const& state, comm::communicat
   state.check();
   save_plan out;
   out.format = format;
-  out.ranks = all_rank_layouts(state, comm);
+  out.ranks = cairn::detail::all_rank_layouts(state, comm);
   auto parameters = detail::parameters_of(out.ranks);
   auto shards = detail::selected_shards(state.shard_names, config.model_weights, config.optimizer_state);
   checkpoint_metadata metadata;
   metadata.format = format;
-  metadata.save_id = comm::broadcast_string(comm, comm.rank() == 0 ? new_save_id() : std::string());
+  metadata.save_id = comm::broadcast_string(comm, comm.rank() == 0 ? cairn::detail::new_save_id() : std::string());
   for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
   metadata.config = program_config;
   metadata.metadata = user_metadata;
@@ -56,13 +56,13 @@ CAIRN_DECL save_plan state_dict::plan(model_state const& state, comm::communicat
   for (std::size_t f = 0; f < files; ++f)
     out.files.push_back({state_dict_file(f),
                          static_cast<int>(f % static_cast<std::size_t>(comm.size())),
-                         identity_metadata(metadata),
+                         cairn::detail::identity_metadata(metadata),
                          {}});
   std::map<std::string, std::string> weight_map;
   for (auto const& [name, p] : parameters) {
     auto& file = out.files[file_of[name]];
     for (auto i : shards) {
-      file.items.push_back({cairn::tensor_name(name, state.shard_names[i]), p.dtype,
+      file.items.push_back({cairn::detail::tensor_name(name, state.shard_names[i]), p.dtype,
                             detail::stored_type(p.dtype, config.data_type), p.shape, write_source::gathered, name, i});
       weight_map[file.items.back().tensor] = file.name;
     }
@@ -101,13 +101,13 @@ CAIRN_DECL checkpoint_metadata state_dict::load(model_state& state, comm::commun
       continue;
     }
     for (auto const& [live_index, saved_name] : loader.shards()) {
-      auto path = tensor_name(p.layout.name, saved_name);
+      auto path = cairn::detail::tensor_name(p.layout.name, saved_name);
       std::vector<detail::load_source> sources;
       try {
         auto entry = index.weight_map.find(path);
         if (entry == index.weight_map.end()) throw error("not in " + index_path.filename().string());
         auto& file = loader.file(config.path / entry->second);
-        if (auto problem = identity_problem(file, metadata)) throw io::io_error(file.path(), *problem);
+        if (auto problem = cairn::detail::identity_problem(file, metadata)) throw io::io_error(file.path(), *problem);
         if (file.at(path).shape != p.layout.shape)
           throw io::io_error(file.path(), "tensor '" + path + "' has shape " + shape_text(file.at(path).shape) +
                                               ", the index says " + shape_text(saved->shape));

@@ -43,6 +43,10 @@ CAIRN_DECL io::dtype to_dtype(c10::ScalarType type) {
   }
 }
 
+} // namespace cairn
+
+namespace cairn::detail {
+
 CAIRN_DECL c10::ScalarType to_scalar_type(io::dtype type) {
   switch (type) {
   case io::dtype::F64:
@@ -70,4 +74,4 @@ CAIRN_DECL c10::ScalarType to_scalar_type(io::dtype type) {
   }
 }
 
-} // namespace cairn
+} // namespace cairn::detail

@@ -70,7 +70,7 @@ CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
     auto copy = config_;
     validate(copy);
   }
-  auto checkpoint_bytes = distributed_bytes(all_rank_layouts(state, comm_), state.shard_names.size());
+  auto checkpoint_bytes = distributed_bytes(cairn::detail::all_rank_layouts(state, comm_), state.shard_names.size());
   auto export_bytes = whole_bytes(state.layout(), state.shard_names.size(), config_.export_.save_config({}));
   comm::all_succeed(comm_, "preflight failed", [&] {
     if (comm_.rank() != 0) return;
@@ -132,8 +132,8 @@ CAIRN_DECL void basic_checkpoint_manager::save(std::int64_t iteration, model_sta
   auto save = config_.checkpoint.save_config(dir);
   // The plan is agreed now; its files need no communication: this rank writes its own, in the
   // background from a copy of the state when async, and every rank commits them together later.
-  auto plan =
-      formats::distributed::plan(state, comm_, save, options_.program_config, with_iteration(metadata, iteration));
+  auto plan = formats::distributed::plan(state, comm_, save, options_.program_config,
+                                         cairn::detail::with_iteration(metadata, iteration));
   std::uint64_t bytes = 0;
   for (auto b : plan.bytes_per_rank(comm_.size())) bytes += b;
   last_checkpoint_ = iteration;
@@ -167,7 +167,8 @@ CAIRN_DECL void basic_checkpoint_manager::save_export(std::int64_t iteration, mo
         throw error("training.export.format is external: give the checkpoint manager the model's converter "
                     "(set_converter) or an exporter (set_exporter)");
       else
-        checkpointer(comm_, options_.program_config, converter_).save(state, save, with_iteration(metadata, iteration));
+        checkpointer(comm_, options_.program_config, converter_)
+            .save(state, save, cairn::detail::with_iteration(metadata, iteration));
     } catch (...) {
       abandon(exports_, iteration);
       throw;

@@ -34,7 +34,7 @@ CAIRN_DECL std::uint64_t whole_bytes(rank_layout const& layout, std::size_t shar
   std::uint64_t selected = (save.model_weights ? 1 : 0) + (save.optimizer_state && shards > 1 ? shards - 1 : 0);
   std::uint64_t total = 0;
   for (auto const& p : layout.parameters)
-    total += whole_numel(p) * io::size_of(detail::stored_type(p.dtype, save.data_type)) * selected;
+    total += cairn::detail::whole_numel(p) * io::size_of(detail::stored_type(p.dtype, save.data_type)) * selected;
   return total;
 }
 
