@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "../error_kind.hpp"
 #include "../io/temp_dir.hpp"
 #include "tiny_model.hpp"
 
@@ -103,6 +104,7 @@ TEST_CASE("unmapped parameters, unmapped tensors and wrong configs are refused")
   save.path = dir / "hf";
   CHECK_THROWS_WITH_AS(cairn::external::save(state, comm, conv, model, save),
                        "parameter 'lm_head' has no external name in the tiny converter", cairn::error);
+  CHECK_KIND(cairn::external::save(state, comm, conv, model, save), cairn::checkpoint_errc::missing_tensor);
 
   state.parameters.pop_back();
   cairn::external::save(state, comm, conv, model, save);
@@ -178,6 +180,7 @@ TEST_CASE("an export knows its files before it moves data: rules run on meta ten
                        "the weight rule for 'model.embed_tokens.weight' gave other shapes or types than it does on "
                        "meta tensors",
                        cairn::error);
+  CHECK_KIND(cairn::external::save(state, comm, conv, model, save), cairn::checkpoint_errc::mismatch);
   CHECK_FALSE(std::filesystem::exists(dir / "hf" / "model.safetensors"));
   CHECK_FALSE(std::filesystem::exists(dir / "hf" / "config.json"));
 }

@@ -54,8 +54,10 @@ std::string load_error(fs::path const& path, cairn::checkpoint_format format) {
   auto state = test_model::make(scheme::dim, 0, 1, false);
   try {
     cairn::load_checkpoint(state, comm, load_config(path, format));
+  } catch (cairn::error const& e) {
+    return (e.kind() ? "" : "without a kind: ") + std::string(e.what());
   } catch (std::exception const& e) {
-    return e.what();
+    return "not a cairn::error: " + std::string(e.what());
   }
   return test_model::mismatches(state) == 0 ? "loaded" : "loaded wrong values";
 }
@@ -277,6 +279,8 @@ TEST_CASE("verify refuses every damaged save that a load refuses, naming a file"
       auto report = cairn::verify_checkpoint(path);
       CHECK(load != "loaded");
       CHECK(load != "loaded wrong values");
+      CHECK(load.rfind("without a kind: ", 0) != 0); // a program can tell a refusal's kind
+      CHECK(load.rfind("not a cairn::error: ", 0) != 0);
       CHECK_FALSE(report.ok());
       if (!report.ok()) CHECK(report.problems.front().find(path.string()) != std::string::npos);
     }

@@ -6,14 +6,18 @@
 #include <cairn/checkpoint/detail/transfer.hpp>
 #include <cairn/comm.hpp>
 #include <cairn/comm/gloo.hpp>
+#include <cairn/io/error.hpp>
 
 #include <ATen/ATen.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace {
@@ -137,6 +141,33 @@ int collectives() {
             : std::string(e.what()).find("rank " + std::to_string(size - 1) + ": disk full") != std::string::npos;
   }
   expect(agreed_failure, "all_succeed: one rank's failure on every rank", rank);
+  // The kind crosses ranks: every rank sees the failed rank's kind (a full disk's errno here),
+  // and a kind of the lowest failed rank when several fail.
+  auto kind_of_step = [&](auto&& f) {
+    try {
+      cairn::comm::all_succeed(comm, "step", f);
+    } catch (cairn::error const& e) {
+      return e.kind();
+    } catch (std::exception const&) {
+      return std::error_code(); // a rank's own failure, rethrown as it was
+    }
+    return std::error_code();
+  };
+  expect(kind_of_step([&] {
+           if (rank == size - 1)
+             throw cairn::io::system_error("/exp/checkpoints/4/rank_1.safetensors", "write", ENOSPC);
+         }) == std::errc::no_space_on_device,
+         "all_succeed: the kind of a failed write on every rank", rank);
+  expect(kind_of_step([&] {
+           if (rank == 0) throw cairn::training_error(cairn::training_errc::in_use, "held");
+           if (rank == size - 1) throw std::runtime_error("not one of cairn's");
+         }) == (rank == size - 1 && size > 1 ? std::error_code() : std::error_code(cairn::training_errc::in_use)),
+         "all_succeed: the kind of the lowest failed rank", rank);
+  if (size > 1)
+    expect(kind_of_step([&] {
+             if (rank == 1) throw std::runtime_error("not one of cairn's");
+           }) == (rank == 1 ? std::error_code() : std::error_code(cairn::comm_errc::other_rank)),
+           "all_succeed: another rank's failure outside cairn", rank);
   cairn::comm::all_succeed(comm, "step", [] {});
 
   // Agreement on booleans, sums and lists of integers, as the checkpoint code uses them.

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../error_kind.hpp"
 #include "temp_dir.hpp"
 
 using namespace cairn::io;
@@ -77,5 +78,6 @@ TEST_CASE("permission errors name the path") {
   std::string text = "x";
   CHECK_THROWS_WITH_AS(write_file_atomically(dir / "a.txt", std::as_bytes(std::span(text))),
                        doctest::Contains("Permission denied"), io_error);
+  CHECK_KIND(write_file_atomically(dir / "a.txt", std::as_bytes(std::span(text))), std::errc::permission_denied);
   ::chmod(dir.path.c_str(), 0700);
 }

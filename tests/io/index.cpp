@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "../error_kind.hpp"
 #include "temp_dir.hpp"
 
 using namespace cairn::io;
@@ -51,6 +52,8 @@ TEST_CASE("malformed indexes are refused, naming the file") {
   CHECK_THROWS_WITH_AS(read_index(path), doctest::Contains("weight_map must be an object"), io_error);
   std::ofstream(path) << "{";
   CHECK_THROWS_WITH_AS(read_index(path), doctest::Contains("not valid JSON"), io_error);
+  CHECK_KIND(read_index(path), cairn::io_errc::malformed);
+  CHECK_KIND(read_index(dir / "absent.json"), std::errc::no_such_file_or_directory);
 }
 
 TEST_CASE("an index is read within a limit, once per key, from a regular file only") {
@@ -64,6 +67,8 @@ TEST_CASE("an index is read within a limit, once per key, from a regular file on
   std::filesystem::resize_file(path, std::uint64_t{8} << 30); // 8 GiB, sparse
   CHECK_THROWS_WITH_AS(read_index(path),
                        (path.string() + ": 8589934592 bytes, larger than the limit of 1024 MiB").c_str(), io_error);
+  CHECK_KIND(read_index(path), cairn::io_errc::too_large);
   CHECK_THROWS_WITH_AS(read_index("/dev/zero"), "/dev/zero: not a regular file (a FIFO, socket or device): refused",
                        io_error);
+  CHECK_KIND(read_index("/dev/zero"), cairn::io_errc::unsupported);
 }

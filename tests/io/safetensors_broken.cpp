@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <vector>
 
+#include "../error_kind.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -144,6 +145,7 @@ TEST_CASE("a FIFO, a device or a directory named as a file is refused without bl
                        "/dev/zero: not a regular file (a FIFO, socket or device): refused", cairn::io::io_error);
   CHECK_THROWS_WITH_AS(cairn::io::safetensors_file(dir.path), (dir.path.string() + ": a directory, not a file").c_str(),
                        cairn::io::io_error);
+  CHECK_KIND(cairn::io::safetensors_file(dir.path), cairn::io_errc::unsupported);
 }
 
 TEST_CASE("tensors are found by name among many, and absent names are not") {

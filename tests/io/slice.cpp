@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "../error_kind.hpp"
+
 using cairn::io::box;
 
 namespace {
@@ -64,4 +66,5 @@ TEST_CASE("a box outside the tensor or a wrong buffer is refused") {
                        "box of rank 1 for a tensor of rank 2", cairn::error);
   CHECK_THROWS_WITH_AS(cairn::io::copy_box(bytes, shape, 4, box{{0, 0}, {1, 1}}, target),
                        "target buffer size does not match the box", cairn::error);
+  CHECK_KIND(cairn::io::copy_box(bytes, shape, 4, box{{0, 2}, {1, 2}}, target), cairn::io_errc::invalid_argument);
 }

@@ -51,7 +51,9 @@ template <class Optimizer> torch::optim::AdamParamState& adam_state_of(Optimizer
     found = states.emplace(std::move(key), std::move(state)).first;
   }
   auto* adam = dynamic_cast<torch::optim::AdamParamState*>(found->second.get());
-  if (!adam) throw error("adam_state: the optimizer's state of a parameter is not Adam's");
+  if (!adam)
+    throw checkpoint_error(checkpoint_errc::invalid_state,
+                           "adam_state: the optimizer's state of a parameter is not Adam's");
   return *adam;
 }
 

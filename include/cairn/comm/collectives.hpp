@@ -13,9 +13,12 @@
 #include <ATen/ops/full.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -73,24 +76,38 @@ template <communicator C> std::string broadcast_string(C& comm, std::string cons
 
 /// Runs `f` on this rank, then agrees with every rank on how it went: if it threw anywhere,
 /// every rank throws. The rank whose `f` threw rethrows its own exception; the others throw a
-/// cairn::error that starts with `what` and names each failed rank and its message. A collective
-/// that replaces a closing barrier, so that a failure on one rank never leaves the others
-/// waiting for it.
+/// cairn::error that starts with `what`, names each failed rank and its message, and carries
+/// the kind of the lowest failed rank (comm_errc::other_rank when that was not a cairn::error).
+/// A collective that replaces a closing barrier, so that a failure on one rank never leaves the
+/// others waiting for it.
 template <communicator C, class F> void all_succeed(C& comm, std::string const& what, F&& f) {
   std::exception_ptr failure;
-  std::string message;
+  std::string report; // "category\0value\0message" when f threw; empty when it did not
   try {
     std::forward<F>(f)();
   } catch (std::exception const& e) {
     failure = std::current_exception();
-    message = *e.what() ? e.what() : "failed";
+    auto const* known = dynamic_cast<cairn::error const*>(&e);
+    auto kind = known ? known->kind() : std::error_code();
+    report = std::string(kind ? kind.category().name() : "") + '\0' + std::to_string(kind.value()) + '\0' +
+             (*e.what() ? e.what() : "failed");
   }
-  auto messages = all_gather_strings(comm, message);
+  auto reports = all_gather_strings(comm, report);
   if (failure) std::rethrow_exception(failure);
   std::string text;
-  for (std::size_t r = 0; r < messages.size(); ++r)
-    if (!messages[r].empty()) text += "\n  rank " + std::to_string(r) + ": " + messages[r];
-  if (!text.empty()) throw error(what + ":" + text);
+  std::error_code kind;
+  for (std::size_t r = 0; r < reports.size(); ++r) {
+    if (reports[r].empty()) continue;
+    auto name_end = reports[r].find('\0');
+    auto value_end = reports[r].find('\0', name_end + 1);
+    if (!kind) {
+      auto const* category = cairn::detail::category_named(std::string_view(reports[r]).substr(0, name_end));
+      kind = category ? std::error_code(std::atoi(reports[r].c_str() + name_end + 1), *category)
+                      : std::error_code(comm_errc::other_rank);
+    }
+    text += "\n  rank " + std::to_string(r) + ": " + reports[r].substr(value_end + 1);
+  }
+  if (!text.empty()) throw error(kind, what + ":" + text);
 }
 
 } // namespace cairn::comm

@@ -33,8 +33,9 @@ template <class T> T number(char const* name, std::string const& text, long long
   long long value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || value < low || value > high)
-    throw error("environment variable " + std::string(name) + "=" + text + " must be an integer in [" +
-                std::to_string(low) + ", " + std::to_string(high) + "]");
+    throw comm_error(comm_errc::environment, "environment variable " + std::string(name) + "=" + text +
+                                                 " must be an integer in [" + std::to_string(low) + ", " +
+                                                 std::to_string(high) + "]");
   return static_cast<T>(value);
 }
 } // namespace detail

@@ -32,10 +32,12 @@ namespace cairn::comm {
 
 namespace detail {
 inline void check_nccl(ncclResult_t result, char const* what) {
-  if (result != ncclSuccess) throw error(std::string("NCCL ") + what + " failed: " + ncclGetErrorString(result));
+  if (result != ncclSuccess)
+    throw comm_error(comm_errc::backend, std::string("NCCL ") + what + " failed: " + ncclGetErrorString(result));
 }
 inline void check_cuda(cudaError_t result, char const* what) {
-  if (result != cudaSuccess) throw error(std::string("CUDA ") + what + " failed: " + cudaGetErrorString(result));
+  if (result != cudaSuccess)
+    throw comm_error(comm_errc::backend, std::string("CUDA ") + what + " failed: " + cudaGetErrorString(result));
 }
 CAIRN_DECL ncclDataType_t nccl_type(at::ScalarType type);
 } // namespace detail
@@ -103,7 +105,9 @@ private:
   /// Waits for what was enqueued, watching for NCCL's asynchronous errors and the timeout.
   CAIRN_DECL void synchronize(char const* what);
   void usable() const {
-    if (aborted_) throw error("NCCL communicator of rank " + std::to_string(rank_) + " was aborted after an error");
+    if (aborted_)
+      throw comm_error(comm_errc::backend,
+                       "NCCL communicator of rank " + std::to_string(rank_) + " was aborted after an error");
   }
   CAIRN_DECL void abort() noexcept;
   CAIRN_DECL void release() noexcept;

@@ -60,7 +60,9 @@ plan_start(Program& cfg, Model Program::*model,
     auto const& pretrained = run.pretrained;
     boost::json::value stored;
     if (pretrained.format == checkpoint_format::external) {
-      if (!external_model) throw error("pretrained.format is external: plan_start needs the model's converter");
+      if (!external_model)
+        throw checkpoint_error(checkpoint_errc::needs_converter,
+                               "pretrained.format is external: plan_start needs the model's converter");
       auto as_stored = cfg;
       as_stored.*model = external_model(pretrained.path);
       stored = to_json(as_stored);
@@ -96,7 +98,9 @@ run_start start_run(checkpoint_manager<Comm>& manager, model_state& state, Comm&
   if (auto resumed = manager.resume(state)) return {start_kind::resumed, resumed->iteration, resumed->path};
   if (plan.kind != start_kind::pretrained) return {};
   if (pretrained.format == checkpoint_format::external) {
-    if (!load_external) throw error("pretrained.format is external: start_run needs the model's converter");
+    if (!load_external)
+      throw checkpoint_error(checkpoint_errc::needs_converter,
+                             "pretrained.format is external: start_run needs the model's converter");
     load_external(state, comm, pretrained);
   } else {
     load_checkpoint(state, comm, pretrained);
@@ -126,7 +130,9 @@ public:
                manager_options options = {})
       : comm_(comm) {
     plan_ = plan_start(cfg, model, [&](std::filesystem::path const& path) {
-      if (!converter) throw error("pretrained.format is external: this program gives its training_run no converter");
+      if (!converter)
+        throw checkpoint_error(checkpoint_errc::needs_converter,
+                               "pretrained.format is external: this program gives its training_run no converter");
       return external::load_config(*converter, path, cfg.pretrained.model_type);
     });
     if (converter) converter_ = external::bind(*converter, cfg.*model);

@@ -90,8 +90,9 @@ std::optional<at::Tensor> gather_whole(model_state const& state, Comm& comm, std
     }
   }
   if (covered != numel)
-    throw error("cannot save '" + tensor_name(whole.name, state.shard_names[shard]) + "': the ranks hold " +
-                std::to_string(covered) + " of its " + std::to_string(numel) + " elements");
+    throw checkpoint_error(checkpoint_errc::invalid_state,
+                           "cannot save '" + tensor_name(whole.name, state.shard_names[shard]) + "': the ranks hold " +
+                               std::to_string(covered) + " of its " + std::to_string(numel) + " elements");
   return out;
 }
 

@@ -28,15 +28,17 @@ CAIRN_DECL void check_state_fits_format(checkpoint_format format, bool optimizer
 CAIRN_DECL boost::json::value merge_load_flags(boost::json::object const& old) {
   auto flag = [&](char const* key) {
     auto const* value = old.if_contains(key);
-    if (value && !value->is_bool()) throw error(std::string(key) + " must be a boolean");
+    if (value && !value->is_bool())
+      throw checkpoint_error(checkpoint_errc::invalid_request, std::string(key) + " must be a boolean");
     return value && value->get_bool();
   };
   bool everything = flag("load_full_fast_llm_config");
   bool model = flag("load_full_base_model_config");
   bool override_architecture = flag("override_architecture");
   if (override_architecture && (everything || model))
-    throw error("override_architecture cannot be combined with load_full_base_model_config or "
-                "load_full_fast_llm_config");
+    throw checkpoint_error(checkpoint_errc::invalid_request,
+                           "override_architecture cannot be combined with load_full_base_model_config or "
+                           "load_full_fast_llm_config");
   if (everything) return "cairn";
   if (model) return "model";
   return override_architecture ? "none" : "architecture";

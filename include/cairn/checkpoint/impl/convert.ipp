@@ -48,8 +48,10 @@ CAIRN_DECL detail::checkpoint_reader::checkpoint_reader(checkpoint_load_metadata
     metadata_ = parse_checkpoint_metadata(index_.metadata, index_path.string());
     for (auto const& p : metadata_.parameters) parameters_.emplace(p.name, p);
   } else {
-    throw error("convert reads the distributed and state_dict formats; the external format needs the model's "
-                "converter (see the example trainer)");
+    throw checkpoint_error(
+        checkpoint_errc::needs_converter,
+        "convert reads the distributed and state_dict formats; the external format needs the model's "
+        "converter (see the example trainer)");
   }
   // Layouts that do not tile their parameters are refused before anything is read.
   std::vector<diagnostic> problems;
@@ -88,7 +90,8 @@ CAIRN_DECL std::vector<std::byte> detail::checkpoint_reader::read(parameter_layo
         add(file(formats::rank_file(input_.path, rank), rank), saved, rank);
   } else {
     auto entry = index_.weight_map.find(tensor);
-    if (entry == index_.weight_map.end()) throw error("'" + tensor + "' is not in the index");
+    if (entry == index_.weight_map.end())
+      throw checkpoint_error(checkpoint_errc::missing_tensor, "'" + tensor + "' is not in the index");
     add(file(input_.path / entry->second, std::nullopt), shard_layout::whole(p.shape), std::nullopt);
   }
   auto size = io::size_of(p.dtype);
@@ -104,8 +107,9 @@ CAIRN_DECL std::vector<std::byte> detail::checkpoint_reader::read(parameter_layo
     }
   }
   if (written != cairn::detail::whole_numel(p))
-    throw error("'" + tensor + "': the checkpoint holds " + std::to_string(written) + " of its " +
-                std::to_string(cairn::detail::whole_numel(p)) + " elements");
+    throw checkpoint_error(checkpoint_errc::incomplete,
+                           "'" + tensor + "': the checkpoint holds " + std::to_string(written) + " of its " +
+                               std::to_string(cairn::detail::whole_numel(p)) + " elements");
   return whole;
 }
 
@@ -235,7 +239,7 @@ CAIRN_DECL void staged_output::commit() {
 
 CAIRN_DECL void detail::refuse_incomplete_save(std::filesystem::path const& input) {
   if (auto status = save_status(input); status.is_save && status.problem)
-    throw error("input.path: not a complete save: " + *status.problem);
+    throw checkpoint_error(checkpoint_errc::incomplete, "input.path: not a complete save: " + *status.problem);
 }
 
 CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
@@ -254,7 +258,9 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
   for (std::size_t i = 0; i < in.shard_names.size(); ++i)
     if (i == 0 ? config.output.model_weights : config.output.optimizer_state)
       out.shard_names.push_back(in.shard_names[i]);
-  if (out.shard_names.empty()) throw error("nothing to convert: neither model_weights nor optimizer_state");
+  if (out.shard_names.empty())
+    throw checkpoint_error(checkpoint_errc::invalid_request,
+                           "nothing to convert: neither model_weights nor optimizer_state");
 
   std::uint64_t input_bytes = 0;
   for (auto const& [name, p] : reader.parameters())
@@ -310,8 +316,10 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
     }
     detail::write_state_dict_index(config.output.path, out, std::move(weight_map));
   } else {
-    throw error("convert writes the distributed and state_dict formats; the external format needs the model's "
-                "converter (see the example trainer)");
+    throw checkpoint_error(
+        checkpoint_errc::needs_converter,
+        "convert writes the distributed and state_dict formats; the external format needs the model's "
+        "converter (see the example trainer)");
   }
   staged.commit();
   return "converted " + std::to_string(tensors) + " tensors of " + std::to_string(reader.parameters().size()) +

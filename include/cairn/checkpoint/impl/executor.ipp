@@ -39,7 +39,9 @@ inline std::map<std::string, parameter_state const*, std::less<>> parameters_by_
 inline at::Tensor own_shard(std::map<std::string, parameter_state const*, std::less<>> const& mine,
                             write_item const& item) {
   auto found = mine.find(item.parameter);
-  if (found == mine.end()) throw error("the plan names a parameter this rank does not hold: '" + item.parameter + "'");
+  if (found == mine.end())
+    throw checkpoint_error(checkpoint_errc::invalid_state,
+                           "the plan names a parameter this rank does not hold: '" + item.parameter + "'");
   return found->second->shards.at(item.shard).to(c10::Device(c10::kCPU)).reshape({-1}).contiguous();
 }
 
@@ -68,15 +70,17 @@ inline std::vector<at::Tensor> convert(external::weight_rule const& rule, std::v
   std::vector<at::Tensor> theirs;
   for (auto& t : rule.to_theirs(ours)) theirs.push_back(t.contiguous());
   if (theirs.size() != rule.theirs.size())
-    throw error("the weight rule for '" + rule.theirs.front() + "' gave " + std::to_string(theirs.size()) +
-                " tensors for " + std::to_string(rule.theirs.size()) + " names");
+    throw checkpoint_error(checkpoint_errc::mismatch, "the weight rule for '" + rule.theirs.front() + "' gave " +
+                                                          std::to_string(theirs.size()) + " tensors for " +
+                                                          std::to_string(rule.theirs.size()) + " names");
   for (auto const& item : file.items) {
     if (item.source != write_source::converted || item.rule != rule_index) continue;
     auto const& t = theirs.at(item.output);
     std::vector<std::uint64_t> shape(t.sizes().begin(), t.sizes().end());
     if (to_dtype(t.scalar_type()) != item.dtype || shape != item.shape)
-      throw error("the weight rule for '" + rule.theirs.front() +
-                  "' gave other shapes or types than it does on meta tensors");
+      throw checkpoint_error(checkpoint_errc::mismatch,
+                             "the weight rule for '" + rule.theirs.front() +
+                                 "' gave other shapes or types than it does on meta tensors");
   }
   return theirs;
 }
@@ -168,7 +172,8 @@ CAIRN_DECL void execute_alone(save_plan const& plan, std::filesystem::path const
     std::vector<at::Tensor> keep_alive; // CPU copies stay valid until the file is written
     for (auto const& item : file.items) {
       if (item.source != write_source::own_shard)
-        throw error("a plan with gathered or converted tensors takes every rank: " + file.name);
+        throw checkpoint_error(checkpoint_errc::invalid_state,
+                               "a plan with gathered or converted tensors takes every rank: " + file.name);
       keep_alive.push_back(executor::own_shard(mine, item));
       writer.add(item.tensor, item.dtype, item.shape, tensor_bytes(keep_alive.back()), item.stored);
     }

@@ -45,8 +45,9 @@ CAIRN_DECL config_mapping& config_mapping::constant(std::string theirs, boost::j
   rules_.push_back({theirs, [=](boost::json::object const&, boost::json::object& out) { out[theirs] = value; },
                     [=](boost::json::value const& v, boost::json::object&) {
                       if (v != value)
-                        throw error("'" + theirs + "' must be " + cairn::detail::compact(value) + ", got " +
-                                    cairn::detail::compact(v));
+                        throw checkpoint_error(checkpoint_errc::mismatch, "'" + theirs + "' must be " +
+                                                                              cairn::detail::compact(value) + ", got " +
+                                                                              cairn::detail::compact(v));
                     }});
   return *this;
 }
@@ -134,8 +135,9 @@ BOOST_DESCRIBE_STRUCT(planned_outputs, (), (tensors))
 CAIRN_DECL std::vector<planned_tensor> describe_outputs(weight_rule const& rule,
                                                         std::vector<at::Tensor> const& theirs) {
   if (theirs.size() != rule.theirs.size())
-    throw error("the weight rule for '" + rule.theirs.front() + "' gave " + std::to_string(theirs.size()) +
-                " tensors for " + std::to_string(rule.theirs.size()) + " names");
+    throw checkpoint_error(checkpoint_errc::mismatch, "the weight rule for '" + rule.theirs.front() + "' gave " +
+                                                          std::to_string(theirs.size()) + " tensors for " +
+                                                          std::to_string(rule.theirs.size()) + " names");
   std::vector<planned_tensor> out;
   for (std::size_t i = 0; i < theirs.size(); ++i)
     out.push_back({rule.theirs[i], to_dtype(theirs[i].scalar_type()),
@@ -209,12 +211,14 @@ CAIRN_DECL save_plan plan(model_state const& state, comm::communicator_ref comm,
   for (auto const& rule : rules)
     for (auto const& name : rule.ours) {
       if (!parameters.contains(name))
-        throw error("the " + model_type + " converter expects a parameter '" + name + "'");
+        throw checkpoint_error(checkpoint_errc::missing_tensor,
+                               "the " + model_type + " converter expects a parameter '" + name + "'");
       covered.insert(name);
     }
   for (auto const& [name, p] : parameters)
     if (!covered.contains(name))
-      throw error("parameter '" + name + "' has no external name in the " + model_type + " converter");
+      throw checkpoint_error(checkpoint_errc::missing_tensor,
+                             "parameter '" + name + "' has no external name in the " + model_type + " converter");
   auto outputs = plan_rules(state, comm, out.ranks, parameters, rules);
 
   // Files of whole rules, at most parameters_per_file elements each (a larger rule alone), file i
@@ -291,7 +295,8 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
     try {
       for (auto const& name : rule.theirs) {
         auto entry = file_of.find(name);
-        if (entry == file_of.end()) throw error("tensor '" + name + "' is not in the checkpoint");
+        if (entry == file_of.end())
+          throw checkpoint_error(checkpoint_errc::missing_tensor, "tensor '" + name + "' is not in the checkpoint");
         auto& file = loader.file(config.path / entry->second);
         auto const& info = file.at(name);
         // Files of other tools record no checksums; in a file cairn wrote, every tensor has one.

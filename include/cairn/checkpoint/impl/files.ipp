@@ -52,7 +52,8 @@ CAIRN_DECL checkpoint_metadata read_stored_metadata(std::filesystem::path const&
   case checkpoint_format::external:
     break;
   }
-  throw error(dir.string() + ": an external checkpoint stores no cairn metadata");
+  throw checkpoint_error(checkpoint_errc::invalid_request,
+                         dir.string() + ": an external checkpoint stores no cairn metadata");
 }
 
 } // namespace cairn

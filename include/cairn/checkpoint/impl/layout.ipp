@@ -186,8 +186,10 @@ CAIRN_DECL std::vector<std::string> tiling_problems(std::vector<rank_layout> con
 CAIRN_DECL shard_layout split_dimension(std::vector<std::uint64_t> const& shape, std::size_t dim, int rank, int size) {
   auto whole = shard_layout::whole(shape);
   if (dim >= shape.size() || rank < 0 || size <= 0 || rank >= size)
-    throw error("split_dimension: dimension " + std::to_string(dim) + " of a tensor of rank " +
-                std::to_string(shape.size()) + ", rank " + std::to_string(rank) + " of " + std::to_string(size));
+    throw checkpoint_error(checkpoint_errc::invalid_state, "split_dimension: dimension " + std::to_string(dim) +
+                                                               " of a tensor of rank " + std::to_string(shape.size()) +
+                                                               ", rank " + std::to_string(rank) + " of " +
+                                                               std::to_string(size));
   auto n = shape[dim], r = static_cast<std::uint64_t>(rank), s = static_cast<std::uint64_t>(size);
   auto base = n / s, extra = n % s;
   whole.offsets[dim] = r * base + std::min(r, extra);
@@ -197,7 +199,8 @@ CAIRN_DECL shard_layout split_dimension(std::vector<std::uint64_t> const& shape,
 
 CAIRN_DECL shard_layout flat_slice(std::vector<std::uint64_t> const& shape, int rank, int size) {
   if (rank < 0 || size <= 0 || rank >= size)
-    throw error("flat_slice: rank " + std::to_string(rank) + " of " + std::to_string(size));
+    throw checkpoint_error(checkpoint_errc::invalid_state,
+                           "flat_slice: rank " + std::to_string(rank) + " of " + std::to_string(size));
   auto whole = shard_layout::whole(shape);
   auto n = whole.box_numel(), r = static_cast<std::uint64_t>(rank), s = static_cast<std::uint64_t>(size);
   whole.flat = flat_range{n * r / s, n * (r + 1) / s};

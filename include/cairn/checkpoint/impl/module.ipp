@@ -28,7 +28,9 @@ CAIRN_DECL std::vector<std::pair<at::Tensor, bool>> adam_parameters(torch::optim
 }
 
 CAIRN_DECL at::Tensor flat_view(at::Tensor const& t, std::string const& name, char const* what) {
-  if (!t.is_contiguous()) throw error("adam_state: " + std::string(what) + " of '" + name + "' is not contiguous");
+  if (!t.is_contiguous())
+    throw checkpoint_error(checkpoint_errc::invalid_state,
+                           "adam_state: " + std::string(what) + " of '" + name + "' is not contiguous");
   return t.detach().view({-1});
 }
 
@@ -40,7 +42,9 @@ CAIRN_DECL model_state adam_state(torch::nn::Module const& module, torch::optim:
   auto parameters = detail::adam_parameters(optimizer);
   bool amsgrad = !parameters.empty() && parameters.front().second;
   for (auto const& [p, uses] : parameters)
-    if (uses != amsgrad) throw error("adam_state: some parameter groups use AMSGrad and others do not");
+    if (uses != amsgrad)
+      throw checkpoint_error(checkpoint_errc::invalid_state,
+                             "adam_state: some parameter groups use AMSGrad and others do not");
   model_state state;
   state.shard_names = {"weights", "exp_avg", "exp_avg_sq"};
   if (amsgrad) state.shard_names.push_back("max_exp_avg_sq");
@@ -49,7 +53,9 @@ CAIRN_DECL model_state adam_state(torch::nn::Module const& module, torch::optim:
     auto const& p = item.value();
     bool optimized = false;
     for (auto const& entry : parameters) optimized = optimized || entry.first.is_same(p);
-    if (!optimized) throw error("adam_state: parameter '" + name + "' of the module is not in the optimizer");
+    if (!optimized)
+      throw checkpoint_error(checkpoint_errc::invalid_state,
+                             "adam_state: parameter '" + name + "' of the module is not in the optimizer");
     auto& adam = detail::adam_state_of(optimizer, p);
     if (amsgrad && !adam.max_exp_avg_sq().defined()) adam.max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
     std::vector<std::uint64_t> shape(p.sizes().begin(), p.sizes().end());

@@ -26,7 +26,7 @@ template <class Function> decltype(auto) with_format(checkpoint_format format, F
         {"format", "external: a save or load in the external format takes the model's converter "
                    "(cairn::external::bind(converter, model))"}});
   }
-  throw error("unknown checkpoint format");
+  throw checkpoint_error(checkpoint_errc::invalid_request, "unknown checkpoint format");
 }
 } // namespace detail
 
@@ -88,7 +88,7 @@ CAIRN_DECL save_plan checkpointer::plan(model_state const& state, checkpoint_sav
     return external::detail::plan(state, comm_, conv.model_type, conv.weights, conv.config, config);
   }
   }
-  throw error("unknown checkpoint format");
+  throw checkpoint_error(checkpoint_errc::invalid_request, "unknown checkpoint format");
 }
 
 } // namespace cairn

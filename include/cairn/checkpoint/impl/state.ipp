@@ -43,24 +43,27 @@ CAIRN_DECL std::uint64_t model_state::bytes(bool optimizer_state) const {
 
 CAIRN_DECL void model_state::check() const {
   if (shard_names.empty() || shard_names.front() != "weights")
-    throw error("model_state: the first state shard must be \"weights\"");
+    throw checkpoint_error(checkpoint_errc::invalid_state, "model_state: the first state shard must be \"weights\"");
   for (auto const& p : parameters) {
     auto const& name = p.layout.name;
     if (auto problem = p.layout.shard.problem(p.layout.shape))
-      throw error("model_state: parameter '" + name + "': " + *problem);
+      throw checkpoint_error(checkpoint_errc::invalid_state, "model_state: parameter '" + name + "': " + *problem);
     if (p.shards.size() != shard_names.size())
-      throw error("model_state: parameter '" + name + "' has " + std::to_string(p.shards.size()) + " tensors for " +
-                  std::to_string(shard_names.size()) + " state shards");
+      throw checkpoint_error(checkpoint_errc::invalid_state, "model_state: parameter '" + name + "' has " +
+                                                                 std::to_string(p.shards.size()) + " tensors for " +
+                                                                 std::to_string(shard_names.size()) + " state shards");
     for (std::size_t i = 0; i < p.shards.size(); ++i) {
       auto const& t = p.shards[i];
       if (!t.defined() || static_cast<std::uint64_t>(t.numel()) != p.layout.shard.numel())
-        throw error("model_state: parameter '" + name + "' shard '" + shard_names[i] + "' holds " +
-                    (t.defined() ? std::to_string(t.numel()) : std::string("no")) + " elements, its layout " +
-                    std::to_string(p.layout.shard.numel()));
+        throw checkpoint_error(checkpoint_errc::invalid_state,
+                               "model_state: parameter '" + name + "' shard '" + shard_names[i] + "' holds " +
+                                   (t.defined() ? std::to_string(t.numel()) : std::string("no")) +
+                                   " elements, its layout " + std::to_string(p.layout.shard.numel()));
       if (to_dtype(t.scalar_type()) != p.layout.dtype)
-        throw error("model_state: parameter '" + name + "' shard '" + shard_names[i] + "' is " +
-                    std::string(io::name(to_dtype(t.scalar_type()))) + ", its layout " +
-                    std::string(io::name(p.layout.dtype)));
+        throw checkpoint_error(checkpoint_errc::invalid_state,
+                               "model_state: parameter '" + name + "' shard '" + shard_names[i] + "' is " +
+                                   std::string(io::name(to_dtype(t.scalar_type()))) + ", its layout " +
+                                   std::string(io::name(p.layout.dtype)));
     }
   }
 }
@@ -74,7 +77,8 @@ CAIRN_DECL std::vector<rank_layout> detail::all_rank_layouts(model_state const& 
 
 CAIRN_DECL at::Tensor take_shard(at::Tensor const& whole, shard_layout const& layout) {
   std::vector<std::uint64_t> shape(whole.sizes().begin(), whole.sizes().end());
-  if (auto problem = layout.problem(shape)) throw error("take_shard: " + *problem);
+  if (auto problem = layout.problem(shape))
+    throw checkpoint_error(checkpoint_errc::invalid_state, "take_shard: " + *problem);
   auto box = whole;
   for (std::size_t d = 0; d < layout.offsets.size(); ++d)
     box = box.narrow(static_cast<std::int64_t>(d), static_cast<std::int64_t>(layout.offsets[d]),

@@ -105,7 +105,8 @@ CAIRN_DECL checkpoint_metadata state_dict::load(model_state& state, comm::commun
       std::vector<detail::load_source> sources;
       try {
         auto entry = index.weight_map.find(path);
-        if (entry == index.weight_map.end()) throw error("not in " + index_path.filename().string());
+        if (entry == index.weight_map.end())
+          throw checkpoint_error(checkpoint_errc::missing_tensor, "not in " + index_path.filename().string());
         auto& file = loader.file(config.path / entry->second);
         if (auto problem = cairn::detail::identity_problem(file, metadata)) throw io::io_error(file.path(), *problem);
         if (file.at(path).shape != p.layout.shape)

@@ -39,7 +39,8 @@ CAIRN_DECL io::dtype to_dtype(c10::ScalarType type) {
   case c10::ScalarType::Bool:
     return io::dtype::BOOL;
   default:
-    throw error(std::string("tensors of type ") + c10::toString(type) + " cannot be checkpointed");
+    throw checkpoint_error(checkpoint_errc::invalid_state,
+                           std::string("tensors of type ") + c10::toString(type) + " cannot be checkpointed");
   }
 }
 
@@ -70,7 +71,8 @@ CAIRN_DECL c10::ScalarType to_scalar_type(io::dtype type) {
   case io::dtype::BOOL:
     return c10::ScalarType::Bool;
   default:
-    throw error("dtype " + std::string(io::name(type)) + " has no libtorch element type here");
+    throw checkpoint_error(checkpoint_errc::invalid_state,
+                           "dtype " + std::string(io::name(type)) + " has no libtorch element type here");
   }
 }
 

@@ -29,7 +29,8 @@ CAIRN_DECL distributed_environment read_environment() {
   auto required = [](char const* name) {
     auto value = detail::variable(name);
     if (!value)
-      throw error("environment variable " + std::string(name) + " is not set (launch with `cairn launch` or torchrun)");
+      throw comm_error(comm_errc::environment, "environment variable " + std::string(name) +
+                                                   " is not set (launch with `cairn launch` or torchrun)");
     return *value;
   };
   distributed_environment env;
@@ -47,11 +48,13 @@ CAIRN_DECL distributed_environment read_environment() {
 CAIRN_DECL int cuda_device_for(distributed_environment const& env, int visible) {
   auto devices = detail::variable("CUDA_VISIBLE_DEVICES");
   auto shown = devices ? " (CUDA_VISIBLE_DEVICES=" + *devices + ")" : std::string();
-  if (visible <= 0) throw error("rank " + std::to_string(env.rank) + ": no GPU is visible" + shown);
+  if (visible <= 0)
+    throw comm_error(comm_errc::environment, "rank " + std::to_string(env.rank) + ": no GPU is visible" + shown);
   if (env.local_rank >= visible)
-    throw error("rank " + std::to_string(env.rank) + ": LOCAL_RANK=" + std::to_string(env.local_rank) + ", but " +
-                std::to_string(visible) + (visible == 1 ? " GPU is" : " GPUs are") + " visible" + shown +
-                "; NCCL needs a GPU of its own for each rank of a node");
+    throw comm_error(comm_errc::environment,
+                     "rank " + std::to_string(env.rank) + ": LOCAL_RANK=" + std::to_string(env.local_rank) + ", but " +
+                         std::to_string(visible) + (visible == 1 ? " GPU is" : " GPUs are") + " visible" + shown +
+                         "; NCCL needs a GPU of its own for each rank of a node");
   return env.local_rank;
 }
 
@@ -60,8 +63,10 @@ CAIRN_DECL backend resolve_backend(backend requested, bool cuda, bool nccl_built
   case backend::gloo:
     return backend::gloo;
   case backend::nccl:
-    if (!nccl_built) throw error("comm=nccl, but cairn was built without NCCL (configure it with CAIRN_WITH_NCCL=ON)");
-    if (!cuda) throw error("comm=nccl needs CUDA tensors (device=cuda)");
+    if (!nccl_built)
+      throw comm_error(comm_errc::environment,
+                       "comm=nccl, but cairn was built without NCCL (configure it with CAIRN_WITH_NCCL=ON)");
+    if (!cuda) throw comm_error(comm_errc::environment, "comm=nccl needs CUDA tensors (device=cuda)");
     return backend::nccl;
   default:
     return cuda && nccl_built ? backend::nccl : backend::gloo;

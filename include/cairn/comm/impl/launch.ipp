@@ -36,7 +36,7 @@ CAIRN_DECL void on_signal(int signal) {
 
 CAIRN_DECL int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw error(std::string("cannot open a socket: ") + std::strerror(errno));
+  if (fd < 0) throw comm_error(comm_errc::launch, std::string("cannot open a socket: ") + std::strerror(errno));
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -44,7 +44,7 @@ CAIRN_DECL int free_port() {
   if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
     ::close(fd);
-    throw error(std::string("cannot find a free port: ") + std::strerror(errno));
+    throw comm_error(comm_errc::launch, std::string("cannot find a free port: ") + std::strerror(errno));
   }
   ::close(fd);
   return ntohs(address.sin_port);
@@ -82,9 +82,10 @@ CAIRN_DECL void reserve_resources(int processes) {
     raised.rlim_cur = files.rlim_max == RLIM_INFINITY ? needed : std::min(needed, files.rlim_max);
     if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) files = raised;
     if (files.rlim_cur < needed)
-      throw error("-n " + std::to_string(processes) + " needs about " + std::to_string(needed) +
-                  " open files in the launcher (two pipes a rank); the limit is " + std::to_string(files.rlim_cur) +
-                  " (ulimit -n): raise it, or start fewer ranks. No rank was started");
+      throw comm_error(comm_errc::launch, "-n " + std::to_string(processes) + " needs about " + std::to_string(needed) +
+                                              " open files in the launcher (two pipes a rank); the limit is " +
+                                              std::to_string(files.rlim_cur) +
+                                              " (ulimit -n): raise it, or start fewer ranks. No rank was started");
   }
 }
 
@@ -94,13 +95,13 @@ namespace cairn::comm {
 
 CAIRN_DECL int launch(launch_options const& options) {
   using namespace std::chrono;
-  if (options.processes < 1) throw error("launch needs at least one process");
+  if (options.processes < 1) throw comm_error(comm_errc::launch, "launch needs at least one process");
   if (options.port < 0 || options.port > 65535)
-    throw error("port " + std::to_string(options.port) + " is not a TCP port (1 to 65535)");
+    throw comm_error(comm_errc::launch, "port " + std::to_string(options.port) + " is not a TCP port (1 to 65535)");
   detail::reserve_resources(options.processes);
   int port = options.port ? options.port : detail::free_port();
   if (::pipe2(detail::forwarded_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
-    throw error(std::string("cannot create a pipe: ") + std::strerror(errno));
+    throw comm_error(comm_errc::launch, std::string("cannot create a pipe: ") + std::strerror(errno));
   struct sigaction action {};
   action.sa_handler = detail::on_signal;
   // Forwarded once per stop request; a signal ignored when the launcher starts stays ignored (nohup
@@ -131,16 +132,18 @@ CAIRN_DECL int launch(launch_options const& options) {
     if (::pipe2(out, O_CLOEXEC) != 0) {
       auto reason = errno;
       abandon();
-      throw error(std::string("cannot create a pipe for rank ") + std::to_string(r) + ": " + std::strerror(reason) +
-                  (r > 0 ? "; the ranks started before it were stopped" : ""));
+      throw comm_error(comm_errc::launch, std::string("cannot create a pipe for rank ") + std::to_string(r) + ": " +
+                                              std::strerror(reason) +
+                                              (r > 0 ? "; the ranks started before it were stopped" : ""));
     }
     if (::pipe2(err, O_CLOEXEC) != 0) {
       auto reason = errno;
       ::close(out[0]);
       ::close(out[1]);
       abandon();
-      throw error(std::string("cannot create a pipe for rank ") + std::to_string(r) + ": " + std::strerror(reason) +
-                  (r > 0 ? "; the ranks started before it were stopped" : ""));
+      throw comm_error(comm_errc::launch, std::string("cannot create a pipe for rank ") + std::to_string(r) + ": " +
+                                              std::strerror(reason) +
+                                              (r > 0 ? "; the ranks started before it were stopped" : ""));
     }
     std::map<std::string, std::string> variables{
         {"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(options.processes)},
@@ -160,8 +163,9 @@ CAIRN_DECL int launch(launch_options const& options) {
       ::close(out[0]);
       ::close(err[0]);
       abandon();
-      throw error("cannot start '" + options.command[0] + "' as rank " + std::to_string(r) + ": " +
-                  std::strerror(failed) + (r > 0 ? "; the ranks started before it were stopped" : ""));
+      throw comm_error(comm_errc::launch, "cannot start '" + options.command[0] + "' as rank " + std::to_string(r) +
+                                              ": " + std::strerror(failed) +
+                                              (r > 0 ? "; the ranks started before it were stopped" : ""));
     }
     ranks.push_back({r, pid, out[0], err[0], {}, {}, true, 0});
   }

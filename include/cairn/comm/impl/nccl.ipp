@@ -47,7 +47,7 @@ CAIRN_DECL ncclDataType_t nccl_type(at::ScalarType type) {
   case at::kBool:
     return ncclUint8;
   default:
-    throw error(std::string("NCCL cannot carry tensors of type ") + c10::toString(type));
+    throw comm_error(comm_errc::backend, std::string("NCCL cannot carry tensors of type ") + c10::toString(type));
   }
 }
 
@@ -163,13 +163,15 @@ CAIRN_DECL void nccl_communicator::synchronize(char const* what) {
     detail::check_nccl(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
     if (async != ncclSuccess) {
       abort();
-      throw error("NCCL " + std::string(what) + " failed on rank " + std::to_string(rank_) + ": " +
-                  ncclGetErrorString(async) + "; the communicator is aborted");
+      throw comm_error(comm_errc::backend, "NCCL " + std::string(what) + " failed on rank " + std::to_string(rank_) +
+                                               ": " + ncclGetErrorString(async) + "; the communicator is aborted");
     }
     if (std::chrono::steady_clock::now() > deadline) {
       abort();
-      throw error("NCCL " + std::string(what) + " did not finish within " + std::to_string(timeout_.count()) +
-                  " ms on rank " + std::to_string(rank_) + " (a dead or stuck peer?); the communicator is aborted");
+      throw comm_error(comm_errc::timeout, "NCCL " + std::string(what) + " did not finish within " +
+                                               std::to_string(timeout_.count()) + " ms on rank " +
+                                               std::to_string(rank_) +
+                                               " (a dead or stuck peer?); the communicator is aborted");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -205,7 +207,8 @@ CAIRN_DECL nccl_communicator make_nccl(distributed_environment const& env, std::
       },
       timeout);
   ncclUniqueId id;
-  if (shared.size() != sizeof id) throw error("the NCCL unique id shared by rank 0 has the wrong size");
+  if (shared.size() != sizeof id)
+    throw comm_error(comm_errc::backend, "the NCCL unique id shared by rank 0 has the wrong size");
   std::memcpy(&id, shared.data(), sizeof id);
   ncclComm_t comm = nullptr;
   detail::check_nccl(ncclCommInitRank(&comm, env.world_size, id, env.rank), "ncclCommInitRank");

@@ -78,9 +78,10 @@ CAIRN_DECL c10::intrusive_ptr<c10d::Store> make_store(distributed_environment co
   if (env.rank != 0) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     if (auto failure = detail::wait_until_listening(env.master_addr, env.master_port, deadline))
-      throw error("rank " + std::to_string(env.rank) + ": no store listens at " + env.master_addr + ":" +
-                  std::to_string(env.master_port) + " (MASTER_ADDR:MASTER_PORT) within " +
-                  std::to_string(timeout.count()) + " ms: " + *failure + " (is rank 0 alive?)");
+      throw comm_error(comm_errc::unreachable,
+                       "rank " + std::to_string(env.rank) + ": no store listens at " + env.master_addr + ":" +
+                           std::to_string(env.master_port) + " (MASTER_ADDR:MASTER_PORT) within " +
+                           std::to_string(timeout.count()) + " ms: " + *failure + " (is rank 0 alive?)");
   }
   c10d::TCPStoreOptions options;
   options.port = env.master_port;

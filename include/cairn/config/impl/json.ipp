@@ -145,7 +145,7 @@ CAIRN_DECL boost::json::value parse_json(std::string_view text, std::string_view
 CAIRN_DECL std::string detail::read_config_text(std::string const& file, std::size_t limit) {
   std::string text;
   if (auto problem = detail::read_regular_file(file, limit, text); !problem.empty())
-    throw config_error({{file, problem}});
+    throw config_error({{file, problem.text}});
   return text;
 }
 
@@ -156,7 +156,7 @@ CAIRN_DECL boost::json::value read_json_file(std::string const& file, std::size_
   if (auto problem =
           detail::read_regular_file(file, limit, text, [&](std::string_view piece) { return feed.feed(piece); });
       !problem.empty())
-    throw config_error({{file, problem}});
+    throw config_error({{file, problem.text}});
   return detail::finish_json(feed, text, file);
 }
 

@@ -58,10 +58,12 @@ CAIRN_DECL void store_float(std::byte* p, dtype t, double value) noexcept {
 namespace cairn::io {
 
 CAIRN_DECL void convert(std::span<std::byte const> source, dtype from, std::span<std::byte> target, dtype to) {
-  if (!convertible(from, to)) throw error("cannot convert " + std::string(name(from)) + " to " + std::string(name(to)));
+  if (!convertible(from, to))
+    throw error(io_errc::invalid_argument,
+                "cannot convert " + std::string(name(from)) + " to " + std::string(name(to)));
   auto count = source.size() / size_of(from);
   if (source.size() % size_of(from) != 0 || target.size() != count * size_of(to))
-    throw error("conversion buffers do not hold whole elements of the same count");
+    throw error(io_errc::invalid_argument, "conversion buffers do not hold whole elements of the same count");
   if (from == to) {
     std::memcpy(target.data(), source.data(), source.size());
     return;

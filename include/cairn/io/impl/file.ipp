@@ -80,14 +80,14 @@ CAIRN_DECL void make_directories(std::filesystem::path const& path) {
   detail::fault_point("mkdir", path);
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
-  if (ec) throw io_error(path, "cannot create directory: " + ec.message());
+  if (ec) throw io_error(path, ec, "cannot create directory: " + ec.message());
 }
 
 CAIRN_DECL void remove_tree(std::filesystem::path const& path) {
   detail::fault_point("remove", path);
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
-  if (ec) throw io_error(path, "cannot remove: " + ec.message());
+  if (ec) throw io_error(path, ec, "cannot remove: " + ec.message());
 }
 
 } // namespace cairn::io
@@ -135,8 +135,9 @@ CAIRN_DECL mapped_file::mapped_file(std::filesystem::path path)
     : path_(std::move(path)), fd_(open_file(path_, O_RDONLY | O_NONBLOCK | O_NOCTTY)) { // a FIFO must not block
   struct stat info {};
   if (::fstat(fd_.get(), &info) != 0) throw system_error(path_, "cannot stat");
-  if (S_ISDIR(info.st_mode)) throw io_error(path_, "a directory, not a file");
-  if (!S_ISREG(info.st_mode)) throw io_error(path_, "not a regular file (a FIFO, socket or device): refused");
+  if (S_ISDIR(info.st_mode)) throw io_error(path_, io_errc::unsupported, "a directory, not a file");
+  if (!S_ISREG(info.st_mode))
+    throw io_error(path_, io_errc::unsupported, "not a regular file (a FIFO, socket or device): refused");
   size_ = static_cast<std::size_t>(info.st_size);
   if (size_ == 0) return;
   void* data = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_.get(), 0);

@@ -43,7 +43,7 @@ CAIRN_DECL safetensors_index read_index(std::filesystem::path const& path, std::
   if (auto problem =
           cairn::detail::read_regular_file(path, limit, text, [&](std::string_view piece) { return feed.feed(piece); });
       !problem.empty())
-    throw io_error(path, problem);
+    throw io_error(path, problem.kind, problem.text);
   if (!feed.finish() || (feed.ended && text.find_first_not_of(" \t\r\n", feed.consumed) != std::string::npos))
     throw io_error(path,
                    "not valid JSON: " + (feed.error ? feed.error.message() : std::string("text after the value")));

@@ -70,7 +70,9 @@ CAIRN_DECL tensor_info parse_tensor_entry(std::string name, boost::json::value c
   auto const* dtype_value = object.if_contains("dtype");
   if (!dtype_value || !dtype_value->is_string()) throw io_error(source, where + ": dtype must be a string");
   auto parsed = parse_dtype(dtype_value->get_string());
-  if (!parsed) throw io_error(source, where + ": unknown dtype '" + std::string(dtype_value->get_string()) + "'");
+  if (!parsed)
+    throw io_error(source, io_errc::unsupported,
+                   where + ": unknown dtype '" + std::string(dtype_value->get_string()) + "'");
   info.dtype = *parsed;
 
   auto const* shape = object.if_contains("shape");
@@ -109,8 +111,9 @@ CAIRN_DECL safetensors_header parse_header(std::span<std::byte const> file, std:
     throw io_error(source, "too short to be a safetensors file (" + std::to_string(file.size()) + " bytes)");
   auto header_size = detail::read_le64(file);
   if (header_size > max_header_size)
-    throw io_error(source, "header length " + std::to_string(header_size) + " exceeds the limit of " +
-                               std::to_string(max_header_size) + " bytes");
+    throw io_error(source, io_errc::too_large,
+                   "header length " + std::to_string(header_size) + " exceeds the limit of " +
+                       std::to_string(max_header_size) + " bytes");
   if (header_size > file.size() - 8)
     throw io_error(source, "header length " + std::to_string(header_size) + " runs past the end of the file (" +
                                std::to_string(file.size()) + " bytes)");
@@ -191,7 +194,8 @@ CAIRN_DECL void safetensors_file::verify(tensor_info const& t) const {
   auto expected = from_hex(it->second);
   if (!expected) throw io_error(path(), "tensor '" + t.name + "' has a malformed checksum");
   if (checksum_of(bytes(t)) != *expected)
-    throw io_error(path(), "tensor '" + t.name + "' is corrupt: its checksum does not match");
+    throw io_error(path(), io_errc::checksum_mismatch,
+                   "tensor '" + t.name + "' is corrupt: its checksum does not match");
 }
 
 CAIRN_DECL void safetensors_file::read_box(tensor_info const& t, box const& region, std::span<std::byte> target) const {

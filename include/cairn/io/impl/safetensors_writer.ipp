@@ -38,21 +38,24 @@ CAIRN_DECL void safetensors_writer::add(std::string name, dtype source_type, std
 
 CAIRN_DECL void safetensors_writer::declare(std::string name, dtype source_type, std::vector<std::uint64_t> shape,
                                             std::optional<dtype> stored_type) {
-  if (file_) throw io_error(path_, "tensor '" + name + "' declared after the file was opened");
-  if (name == "__metadata__") throw io_error(path_, "'__metadata__' cannot name a tensor");
-  if (names_.contains(name)) throw io_error(path_, "tensor '" + name + "' added twice");
+  if (file_)
+    throw io_error(path_, io_errc::invalid_argument, "tensor '" + name + "' declared after the file was opened");
+  if (name == "__metadata__") throw io_error(path_, io_errc::invalid_argument, "'__metadata__' cannot name a tensor");
+  if (names_.contains(name)) throw io_error(path_, io_errc::invalid_argument, "tensor '" + name + "' added twice");
   std::uint64_t numel = 1;
   for (auto d : shape) {
     auto product = detail::checked_multiply(numel, d);
-    if (!product || d > std::uint64_t{INT64_MAX}) throw io_error(path_, "tensor '" + name + "': shape too large");
+    if (!product || d > std::uint64_t{INT64_MAX})
+      throw io_error(path_, io_errc::too_large, "tensor '" + name + "': shape too large");
     numel = *product;
   }
   auto stored = stored_type.value_or(source_type);
   if (!detail::checked_multiply(numel, size_of(stored)))
-    throw io_error(path_, "tensor '" + name + "': shape too large");
+    throw io_error(path_, io_errc::too_large, "tensor '" + name + "': shape too large");
   if (!convertible(source_type, stored))
-    throw io_error(path_, "tensor '" + name + "': cannot convert " + std::string(io::name(source_type)) + " to " +
-                              std::string(io::name(stored)));
+    throw io_error(path_, io_errc::invalid_argument,
+                   "tensor '" + name + "': cannot convert " + std::string(io::name(source_type)) + " to " +
+                       std::string(io::name(stored)));
   names_.insert(name);
   entries_.push_back({std::move(name), source_type, stored, std::move(shape), {}, numel, numel * size_of(stored), 0});
 }
@@ -71,10 +74,10 @@ CAIRN_DECL void safetensors_writer::open() {
   }
   auto placeholder = header_text(); // checksums are not known yet: same length, patched in commit
   if (placeholder.size() > max_header_size)
-    throw io_error(path_, "a header of " + std::to_string(placeholder.size()) + " bytes (" +
-                              std::to_string(entries_.size()) + " tensors) exceeds the " +
-                              std::to_string(max_header_size) +
-                              " bytes safetensors readers accept: spread the tensors over more files");
+    throw io_error(path_, io_errc::too_large,
+                   "a header of " + std::to_string(placeholder.size()) + " bytes (" + std::to_string(entries_.size()) +
+                       " tensors) exceeds the " + std::to_string(max_header_size) +
+                       " bytes safetensors readers accept: spread the tensors over more files");
   file_ = std::make_unique<atomic_file>(path_);
   auto length = static_cast<std::uint64_t>(placeholder.size());
   std::byte prefix[8];
@@ -85,9 +88,10 @@ CAIRN_DECL void safetensors_writer::open() {
 }
 
 CAIRN_DECL void safetensors_writer::put(std::string const& name, std::span<std::byte const> bytes) {
-  if (!file_) throw io_error(path_, "tensor '" + name + "' written before the file was opened");
+  if (!file_)
+    throw io_error(path_, io_errc::invalid_argument, "tensor '" + name + "' written before the file was opened");
   if (next_ >= entries_.size() || entries_[next_].name != name)
-    throw io_error(path_, "tensor '" + name + "' written out of the declared order");
+    throw io_error(path_, io_errc::invalid_argument, "tensor '" + name + "' written out of the declared order");
   auto& e = entries_[next_];
   check_size(e, bytes);
   write_tensor(*file_, e, bytes, buffer_);
@@ -95,9 +99,10 @@ CAIRN_DECL void safetensors_writer::put(std::string const& name, std::span<std::
 }
 
 CAIRN_DECL void safetensors_writer::commit() {
-  if (!file_) throw io_error(path_, "committed before it was opened");
+  if (!file_) throw io_error(path_, io_errc::invalid_argument, "committed before it was opened");
   if (next_ != entries_.size())
-    throw io_error(path_, "tensor '" + entries_[next_].name + "' was declared but never written");
+    throw io_error(path_, io_errc::invalid_argument,
+                   "tensor '" + entries_[next_].name + "' was declared but never written");
   if (policy_ == checksums::record) {
     auto final_header = header_text();
     file_->write_at(std::as_bytes(std::span(final_header)), 8);
@@ -133,8 +138,9 @@ CAIRN_DECL std::string safetensors_writer::header_text() const {
 
 CAIRN_DECL void safetensors_writer::check_size(entry const& e, std::span<std::byte const> bytes) const {
   if (bytes.size() != e.numel * size_of(e.source_type))
-    throw io_error(path_, "tensor '" + e.name + "': " + std::to_string(bytes.size()) + " bytes given for " +
-                              std::to_string(e.numel) + " elements of " + std::string(io::name(e.source_type)));
+    throw io_error(path_, io_errc::invalid_argument,
+                   "tensor '" + e.name + "': " + std::to_string(bytes.size()) + " bytes given for " +
+                       std::to_string(e.numel) + " elements of " + std::string(io::name(e.source_type)));
 }
 
 CAIRN_DECL void safetensors_writer::write_tensor(atomic_file& file, entry& e, std::span<std::byte const> bytes,

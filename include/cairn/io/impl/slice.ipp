@@ -24,12 +24,13 @@ CAIRN_DECL void copy_box(std::span<std::byte const> source, std::span<std::uint6
                          std::size_t element_size, box const& region, std::span<std::byte> target) {
   auto rank = shape.size();
   if (region.offsets.size() != rank || region.lengths.size() != rank)
-    throw error("box of rank " + std::to_string(region.offsets.size()) + " for a tensor of rank " +
-                std::to_string(rank));
+    throw error(io_errc::invalid_argument, "box of rank " + std::to_string(region.offsets.size()) +
+                                               " for a tensor of rank " + std::to_string(rank));
   for (std::size_t d = 0; d < rank; ++d)
     if (region.offsets[d] > shape[d] || region.lengths[d] > shape[d] - region.offsets[d])
-      throw error("box exceeds the tensor in dimension " + std::to_string(d));
-  if (target.size() != region.numel() * element_size) throw error("target buffer size does not match the box");
+      throw error(io_errc::invalid_argument, "box exceeds the tensor in dimension " + std::to_string(d));
+  if (target.size() != region.numel() * element_size)
+    throw error(io_errc::invalid_argument, "target buffer size does not match the box");
   if (target.empty()) return;
 
   // Row-major strides in elements, and the innermost run that is contiguous in both.

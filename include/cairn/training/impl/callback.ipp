@@ -44,13 +44,13 @@ CAIRN_DECL std::vector<std::string> split_words(std::string_view text) {
       in_word = false;
     } else if (c == '\'') {
       auto end = text.find('\'', i + 1);
-      if (end == std::string_view::npos) throw error("unterminated single quote");
+      if (end == std::string_view::npos) throw training_error(training_errc::callback, "unterminated single quote");
       word.append(text.substr(i + 1, end - i - 1));
       i = end;
       in_word = true;
     } else if (c == '"') {
       for (++i;; ++i) {
-        if (i >= text.size()) throw error("unterminated double quote");
+        if (i >= text.size()) throw training_error(training_errc::callback, "unterminated double quote");
         if (text[i] == '"') break;
         if (text[i] == '\\' && i + 1 < text.size() &&
             std::string_view("\"\\$`").find(text[i + 1]) != std::string_view::npos)
@@ -59,7 +59,7 @@ CAIRN_DECL std::vector<std::string> split_words(std::string_view text) {
       }
       in_word = true;
     } else if (c == '\\') {
-      if (++i >= text.size()) throw error("trailing backslash");
+      if (++i >= text.size()) throw training_error(training_errc::callback, "trailing backslash");
       if (text[i] != '\n') word += text[i];
       in_word = true;
     } else {
@@ -75,7 +75,9 @@ CAIRN_DECL std::optional<int> child_process::try_wait() {
   int status = 0;
   pid_t done = 0;
   while ((done = ::waitpid(pid_, &status, WNOHANG)) < 0) {
-    if (errno != EINTR) throw error("waiting for process " + std::to_string(pid_) + ": " + std::strerror(errno));
+    if (errno != EINTR)
+      throw training_error(training_errc::callback,
+                           "waiting for process " + std::to_string(pid_) + ": " + std::strerror(errno));
   }
   if (done == 0) return std::nullopt;
   pid_ = -1;
@@ -85,7 +87,9 @@ CAIRN_DECL std::optional<int> child_process::try_wait() {
 CAIRN_DECL int child_process::wait() {
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0) {
-    if (errno != EINTR) throw error("waiting for process " + std::to_string(pid_) + ": " + std::strerror(errno));
+    if (errno != EINTR)
+      throw training_error(training_errc::callback,
+                           "waiting for process " + std::to_string(pid_) + ": " + std::strerror(errno));
   }
   pid_ = -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -111,7 +115,7 @@ CAIRN_DECL int child_process::stop(std::chrono::milliseconds grace) {
 }
 
 CAIRN_DECL child_process callback_config::run(std::map<std::string, std::string> const& extra) const {
-  if (script.empty()) throw error("callback: no script to run");
+  if (script.empty()) throw training_error(training_errc::callback, "callback: no script to run");
   auto variables = environment;
   for (auto const& [key, value] : extra) variables[key] = value;
   pid_t pid = 0;
@@ -119,7 +123,9 @@ CAIRN_DECL child_process callback_config::run(std::map<std::string, std::string>
   how.own_group = true;              // stopped with what it starts
   how.parent_death_signal = SIGTERM; // and told to stop when the program ends without waiting for it
   int status = detail::start_process(script.argv, variables, how, pid);
-  if (status != 0) throw error("callback: cannot start '" + script.argv[0] + "': " + std::strerror(status));
+  if (status != 0)
+    throw training_error(training_errc::callback,
+                         "callback: cannot start '" + script.argv[0] + "': " + std::strerror(status));
   return child_process(pid);
 }
 

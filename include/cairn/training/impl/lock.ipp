@@ -37,8 +37,8 @@ CAIRN_DECL experiment_lock::experiment_lock(std::filesystem::path const& dir) : 
                               "own (remove it)");
   if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) throw io::system_error(path_, "cannot lock the experiment directory");
-    throw error(dir.string() + ": in use by another run (" + holder() +
-                "); one run at a time may write an experiment directory");
+    throw training_error(training_errc::in_use, dir.string() + ": in use by another run (" + holder() +
+                                                    "); one run at a time may write an experiment directory");
   }
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);

@@ -75,17 +75,21 @@ CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
   comm::all_succeed(comm_, "preflight failed", [&] {
     if (comm_.rank() != 0) return;
     if (config_.export_.enabled() && config_.export_.format == checkpoint_format::external && !exporter_ && !converter_)
-      throw error("training.export.format is external: give the checkpoint manager the model's converter "
-                  "(set_converter) or an exporter (set_exporter)");
+      throw checkpoint_error(checkpoint_errc::needs_converter,
+                             "training.export.format is external: give the checkpoint manager the model's converter "
+                             "(set_converter) or an exporter (set_exporter)");
     if (!config_.checkpoint.enabled() && !config_.export_.enabled()) return; // nothing to save
-    if (experiment_dir_.empty()) throw error("run.experiment_dir: required to save checkpoints or exports");
+    if (experiment_dir_.empty())
+      throw training_error(training_errc::no_experiment_dir,
+                           "run.experiment_dir: required to save checkpoints or exports");
     if (config_.checkpoint.enabled()) probe_writable(checkpoints_.root());
     if (config_.export_.enabled()) probe_writable(exports_.root());
     if (options_.check_storage) {
       auto report = io::check_storage(experiment_dir_);
       if (!report.ok())
-        throw error("run.experiment_dir: its filesystem does not give what checkpoints rely on:\n" +
-                    io::to_string(report));
+        throw training_error(training_errc::storage,
+                             "run.experiment_dir: its filesystem does not give what checkpoints rely on:\n" +
+                                 io::to_string(report));
     }
     lock();
     auto end = config_.train_iters;
@@ -164,8 +168,9 @@ CAIRN_DECL void basic_checkpoint_manager::save_export(std::int64_t iteration, mo
       if (save.format == checkpoint_format::external && exporter_)
         exporter_(state, comm_, save);
       else if (save.format == checkpoint_format::external && !converter_)
-        throw error("training.export.format is external: give the checkpoint manager the model's converter "
-                    "(set_converter) or an exporter (set_exporter)");
+        throw checkpoint_error(checkpoint_errc::needs_converter,
+                               "training.export.format is external: give the checkpoint manager the model's converter "
+                               "(set_converter) or an exporter (set_exporter)");
       else
         checkpointer(comm_, options_.program_config, converter_)
             .save(state, save, cairn::detail::with_iteration(metadata, iteration));
@@ -218,7 +223,9 @@ CAIRN_DECL void basic_checkpoint_manager::commit_pending() {
 CAIRN_DECL void basic_checkpoint_manager::stage(save_directory& dir, std::int64_t iteration) {
   comm::all_succeed(comm_, "cannot prepare " + dir.staging(iteration).string(), [&] {
     if (comm_.rank() != 0) return;
-    if (experiment_dir_.empty()) throw error("run.experiment_dir: required to save checkpoints or exports");
+    if (experiment_dir_.empty())
+      throw training_error(training_errc::no_experiment_dir,
+                           "run.experiment_dir: required to save checkpoints or exports");
     lock();
     dir.begin(iteration);
   });

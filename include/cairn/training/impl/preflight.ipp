@@ -54,10 +54,12 @@ CAIRN_DECL std::uint64_t saves_on_disk(checkpoint_base_config const& schedule, s
 CAIRN_DECL void check_disk_space(std::filesystem::path const& dir, disk_estimate const& needed) {
   auto available = std::filesystem::space(dir).available;
   if (available < needed.total())
-    throw error(dir.string() + ": " + size_text(double(available)) + " free, the run needs about " +
-                size_text(double(needed.total())) + " (" + std::to_string(needed.checkpoints) + " checkpoints of " +
-                size_text(double(needed.checkpoint_bytes)) + ", " + std::to_string(needed.exports) + " exports of " +
-                size_text(double(needed.export_bytes)) + ")");
+    throw training_error(training_errc::storage, dir.string() + ": " + size_text(double(available)) +
+                                                     " free, the run needs about " + size_text(double(needed.total())) +
+                                                     " (" + std::to_string(needed.checkpoints) + " checkpoints of " +
+                                                     size_text(double(needed.checkpoint_bytes)) + ", " +
+                                                     std::to_string(needed.exports) + " exports of " +
+                                                     size_text(double(needed.export_bytes)) + ")");
 }
 
 CAIRN_DECL void probe_writable(std::filesystem::path const& dir) {

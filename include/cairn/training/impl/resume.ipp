@@ -63,9 +63,10 @@ CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& c
         auto const* stored =
             out.metadata.metadata.is_object() ? out.metadata.metadata.get_object().if_contains("iteration") : nullptr;
         if (!stored || !stored->is_int64() || stored->get_int64() != iteration)
-          throw error(load.path.string() + ": its metadata says iteration " +
-                      (stored ? to_compact_json(*stored) : std::string("nothing")) + ", its directory " +
-                      std::to_string(iteration));
+          throw checkpoint_error(checkpoint_errc::mismatch,
+                                 load.path.string() + ": its metadata says iteration " +
+                                     (stored ? to_compact_json(*stored) : std::string("nothing")) + ", its directory " +
+                                     std::to_string(iteration));
       });
       return out;
     } catch (std::exception const& e) {
@@ -75,8 +76,9 @@ CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& c
     }
   }
   if (!failures.empty())
-    throw error("no checkpoint in " + checkpoints.root().string() +
-                " can be loaded, and none was deleted; repair or move them to start over:" + failures);
+    throw training_error(training_errc::no_checkpoint,
+                         "no checkpoint in " + checkpoints.root().string() +
+                             " can be loaded, and none was deleted; repair or move them to start over:" + failures);
   return std::nullopt;
 }
 
