@@ -10,7 +10,9 @@
 //
 //     build/bin/cairn-bench-scale [DIR]
 #include <cairn/checkpoint/convert.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/detail/identity.hpp>
+#include <cairn/checkpoint/detail/save_files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/io.hpp>

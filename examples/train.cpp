@@ -129,6 +129,9 @@ int convert(std::vector<std::string> arguments) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "convert")
     return cairn::exit_status("cairn-train convert", [&] { return example::convert({argv + 2, argv + argc}); });
+#ifdef CAIRN_WITH_YAML
+  cairn::enable_yaml(); // --config FILE.yaml
+#endif
   cairn::command_line_options options;
   options.program = "cairn-train";
   options.description = "Trains the example model, checkpointing, resuming and exporting as configured.\n"

@@ -2,7 +2,7 @@
 // thin command line over the library's public API.
 #include <cairn/checkpoint/convert.hpp>
 #include <cairn/checkpoint/directory.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/comm/launch.hpp>
 #include <cairn/config/docs.hpp>

@@ -10,10 +10,10 @@
 #include <cairn/checkpoint/convert.hpp>
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/external.hpp>
-#include <cairn/checkpoint/external_convert.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/metadata.hpp>
+#include <cairn/checkpoint/model_program.hpp>
 #include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/checkpoint/state.hpp>

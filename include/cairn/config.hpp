@@ -15,7 +15,6 @@
 #include <cairn/config/override.hpp>
 #include <cairn/config/reflect.hpp>
 #include <cairn/config/schema.hpp>
-#include <cairn/config/validate.hpp>
 #include <cairn/config/validation.hpp>
 #include <cairn/config/value.hpp>
 #include <cairn/diagnostics.hpp>

@@ -5,10 +5,10 @@
 /// Boost.JSON and xxHash only; no libtorch.
 
 #include <cairn/io/checksum.hpp>
-#include <cairn/io/convert.hpp>
 #include <cairn/io/dtype.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
+#include <cairn/io/float_convert.hpp>
 #include <cairn/io/index.hpp>
 #include <cairn/io/safetensors.hpp>
 #include <cairn/io/safetensors_writer.hpp>

@@ -5,6 +5,7 @@
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/io/index.hpp>
+#include <cairn/io/safetensors.hpp>
 
 #include <ATen/ATen.h>
 #include <boost/describe/class.hpp>

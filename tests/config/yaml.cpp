@@ -40,6 +40,17 @@ std::string error_of(std::string const& text) {
 
 } // namespace
 
+TEST_CASE("YAML is an explicit choice: a .yaml config is refused until enable_yaml, then read") {
+  // Runs first in this binary: no test case before it has enabled the format.
+  temp_file file("plain.yaml", "train_iters: 3\n");
+  CHECK_THROWS_WITH_AS((void)cairn::read_config_file(file.path.string()), doctest::Contains("cairn::enable_yaml()"),
+                       cairn::config_error);
+  CHECK_FALSE(cairn::find_config_file_format("yaml"));
+  cairn::enable_yaml();
+  cairn::enable_yaml(); // a second call changes nothing
+  CHECK(cairn::read_config_file(file.path.string()).at("train_iters") == 3);
+}
+
 TEST_CASE("a Fast-LLM trainer config written in YAML loads, old keys included") {
   // The shape of the seed's trainer configs: nested sections, comments, an interval left unset,
   // the pre-rename spellings of the pretrained section.

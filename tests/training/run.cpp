@@ -1,6 +1,6 @@
 // The run bound once: built from a trainer's whole config, it stores that config with every save,
 // starts the run (resumed, else pretrained, else fresh) and says why it stops.
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/config/json.hpp>

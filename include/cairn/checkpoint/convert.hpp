@@ -4,7 +4,7 @@
 // model's code, from the checkpoint's own metadata: what `cairn convert` does. No libtorch.
 
 #include <cairn/checkpoint/config.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/config/docs.hpp>

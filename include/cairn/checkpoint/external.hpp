@@ -7,7 +7,7 @@
 // configs refuse optimizer state in this format before launch.
 
 #include <cairn/checkpoint/config.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/verify.hpp>

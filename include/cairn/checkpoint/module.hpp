@@ -1,5 +1,6 @@
 #pragma once
 // cairn: requires libtorch
+// cairn: not in the umbrella: torch::nn and torch::optim cost ~5 s a translation unit; <cairn/cairn.hpp> includes it
 
 // A `model_state` of a libtorch `torch::nn::Module` trained with `torch::optim::Adam`: every
 // parameter whole (data parallel, or one process), its weights and Adam's moments as views of

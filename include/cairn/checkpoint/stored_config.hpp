@@ -5,7 +5,6 @@
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/config/compare.hpp>
 #include <cairn/config/json.hpp>
-#include <cairn/config/validate.hpp>
 
 #include <boost/json/value.hpp>
 

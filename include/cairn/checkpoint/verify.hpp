@@ -3,7 +3,7 @@
 // Verifying a checkpoint without the model's code: what `cairn verify` prints and what a
 // program calls before it trusts a directory. No libtorch.
 
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/detail/decl.hpp>
 
 #include <cstddef>

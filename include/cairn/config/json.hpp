@@ -3,8 +3,8 @@
 #include <cairn/config/detail/pretty.hpp>
 #include <cairn/config/override.hpp>
 #include <cairn/config/reflect.hpp>
-#include <cairn/config/validate.hpp>
 #include <cairn/detail/decl.hpp>
+#include <cairn/diagnostics.hpp>
 
 #include <optional>
 #include <string>
@@ -12,6 +12,17 @@
 #include <vector>
 
 namespace cairn {
+
+namespace detail {
+/// Validates on top of earlier errors (from parsing), emits warnings, throws on errors.
+CAIRN_DECL void finish_validation(config_ops const& ops, void* config, std::vector<diagnostic> earlier);
+} // namespace detail
+
+/// Checks every field, then each config's own `validate` (which may derive values), nested
+/// configs first. Throws config_error with every error found; warnings go to the diagnostic sink.
+template <described_config T> void validate(T& config) {
+  detail::finish_validation(detail::config_of<T>(), &config, {});
+}
 
 /// JSON text for people, ending with a newline: two spaces per level, numbers in their shortest
 /// form (`0.1`, not `1E-1`).
@@ -75,8 +86,8 @@ inline constexpr std::size_t max_json_file_size = std::size_t{1} << 30;
 /// naming the file.
 CAIRN_DECL boost::json::value read_json_file(std::string const& file, std::size_t limit = max_json_file_size);
 
-/// A config file format besides JSON, chosen by file name extension. <cairn/config/yaml.hpp>
-/// registers YAML (".yaml", ".yml") in every program that includes it.
+/// A config file format besides JSON, chosen by file name extension. `cairn::enable_yaml()`
+/// (<cairn/config/yaml.hpp>) registers YAML (".yaml", ".yml").
 struct config_file_format {
   std::string name;                                                       ///< "yaml"
   std::vector<std::string> extensions;                                    ///< ".yaml", ".yml"
@@ -168,4 +179,5 @@ template <described_config T> std::string to_string(T const& config, output whic
 
 #ifndef CAIRN_SEPARATE_COMPILATION
 #include <cairn/config/impl/json.ipp>
+#include <cairn/config/impl/validate.ipp>
 #endif

@@ -1,13 +1,14 @@
 #pragma once
 // cairn: requires yaml-cpp
+// cairn: not in the umbrella: needs yaml-cpp (cairn::core with CAIRN_WITH_YAML)
 
 // YAML config files, read into the same JSON document as a JSON file, so that every rule of the
 // config core (legacy keys, overrides, checks, all errors at once) applies to them. Needs
 // yaml-cpp: cairn configured with CAIRN_WITH_YAML (on when yaml-cpp is found). No libtorch.
 //
-// Including this header in any translation unit of a program registers the format: `load`,
-// `read_config_file` and `parse_command_line` then read `.yaml` and `.yml` files, and
-// `--print-config=yaml` prints YAML.
+// Reading YAML is an explicit choice: after `cairn::enable_yaml()`, `load`, `read_config_file`
+// and `parse_command_line` read `.yaml` and `.yml` files, and `--print-config=yaml` prints YAML.
+// Until then a `.yaml` config is refused with an error that names the call to make.
 //
 // What is accepted: the YAML 1.2 core schema, so `yes`, `no`, `on` and dates stay strings and
 // only `true`/`false` are booleans; plain scalars that look like numbers are numbers (`0x1f`,
@@ -40,10 +41,9 @@ CAIRN_DECL boost::json::value read_yaml_file(std::string const& file, std::size_
 /// strings that would read as something else are quoted, floats keep a decimal point.
 CAIRN_DECL std::string to_yaml(boost::json::value const& document);
 
-namespace detail {
-inline bool const yaml_format_registered =
-    register_config_file_format({"yaml", {".yaml", ".yml"}, &read_yaml_file, &to_yaml});
-} // namespace detail
+/// Registers YAML (".yaml", ".yml") with the config file readers of this program. Thread-safe;
+/// calling it again changes nothing.
+inline void enable_yaml() { register_config_file_format({"yaml", {".yaml", ".yml"}, &read_yaml_file, &to_yaml}); }
 
 } // namespace cairn
 

@@ -8,7 +8,7 @@
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/detail/decl.hpp>
 #include <cairn/diagnostics.hpp>
-#include <cairn/training/progress.hpp>
+#include <cairn/training/save_report.hpp>
 
 #include <ATen/core/Tensor.h>
 

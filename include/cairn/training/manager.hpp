@@ -17,8 +17,8 @@
 #include <cairn/training/manager_options.hpp>
 #include <cairn/training/preemption.hpp>
 #include <cairn/training/preflight.hpp>
-#include <cairn/training/progress.hpp>
 #include <cairn/training/resume.hpp>
+#include <cairn/training/save_report.hpp>
 #include <cairn/training/training_config.hpp>
 
 #include <boost/json/value.hpp>

@@ -8,8 +8,8 @@
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/detail/decl.hpp>
 #include <cairn/io/dtype.hpp>
-#include <cairn/training/checkpoint.hpp>
-#include <cairn/training/progress.hpp>
+#include <cairn/training/save_policy.hpp>
+#include <cairn/training/save_report.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -14,7 +14,7 @@
 
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/external.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/checkpoint/stored_config.hpp>
 #include <cairn/config/json.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 
-#include <cairn/training/checkpoint.hpp>
+#include <cairn/training/save_policy.hpp>
 #include <cairn/training/schedule.hpp>
 
 #include <boost/describe/class.hpp>

@@ -3,7 +3,8 @@
 
 // Assembling a whole parameter from the ranks' shards, for the formats that store whole tensors.
 
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/detail/save_files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/tensor.hpp>

@@ -4,7 +4,7 @@
 // What every format's loader shares: copying the runs a saved shard shares with a live one
 // (converting element types), and accounting for every element of every requested shard.
 
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/tensor.hpp>
@@ -12,9 +12,9 @@
 #include <cairn/comm/collectives.hpp>
 #include <cairn/error.hpp>
 #include <cairn/io/checksum.hpp>
-#include <cairn/io/convert.hpp>
 #include <cairn/io/detail/background_hash.hpp>
 #include <cairn/io/error.hpp>
+#include <cairn/io/float_convert.hpp>
 #include <cairn/io/safetensors.hpp>
 
 #include <ATen/core/Tensor.h>

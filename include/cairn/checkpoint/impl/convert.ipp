@@ -4,8 +4,10 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/convert.hpp>
+#include <cairn/checkpoint/detail/identity.hpp>
+#include <cairn/checkpoint/detail/save_files.hpp>
 #include <cairn/checkpoint/directory.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/config/docs.hpp>

@@ -5,8 +5,9 @@
 
 #include <cairn/checkpoint/detail/executor.hpp>
 #include <cairn/checkpoint/detail/gather.hpp>
+#include <cairn/checkpoint/detail/save_files.hpp>
 #include <cairn/checkpoint/detail/write_behind.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/tensor.hpp>
 #include <cairn/comm/collectives.hpp>
 #include <cairn/io/file.hpp>

@@ -6,8 +6,9 @@
 #include <cairn/checkpoint/detail/executor.hpp>
 #include <cairn/checkpoint/detail/gather.hpp>
 #include <cairn/checkpoint/detail/loader.hpp>
+#include <cairn/checkpoint/detail/save_files.hpp>
 #include <cairn/checkpoint/external.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/comm/collectives.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/io/index.hpp>

@@ -4,7 +4,7 @@
 // cairn: requires libtorch
 
 #include <cairn/checkpoint/external.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/formats/distributed.hpp>
 #include <cairn/checkpoint/formats/state_dict.hpp>
 #include <cairn/checkpoint/save_load.hpp>

@@ -4,8 +4,10 @@
 // cairn: requires libtorch
 
 #include <cairn/checkpoint/detail/executor.hpp>
+#include <cairn/checkpoint/detail/identity.hpp>
 #include <cairn/checkpoint/detail/loader.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/detail/save_files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/formats/state_dict.hpp>
 #include <cairn/comm/collectives.hpp>
 #include <cairn/io/index.hpp>

@@ -2,8 +2,10 @@
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/checkpoint/detail/identity.hpp>
+#include <cairn/checkpoint/detail/save_files.hpp>
 #include <cairn/checkpoint/directory.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/io/index.hpp>

@@ -212,8 +212,8 @@ CAIRN_DECL boost::json::value read_config_file(std::string const& file, std::siz
   if (auto format = config_file_format_of(file)) return format->read(file, limit);
   auto extension = detail::extension_of(file);
   if (extension == ".yaml" || extension == ".yml")
-    throw config_error({{file, "a YAML file, and this program was built without YAML support (it needs yaml-cpp "
-                               "and <cairn/config/yaml.hpp>); give the config as JSON"}});
+    throw config_error({{file, "a YAML file, and this program does not read YAML (it needs yaml-cpp and a call "
+                               "to cairn::enable_yaml() from <cairn/config/yaml.hpp>); give the config as JSON"}});
   return read_json_file(file, limit);
 }
 

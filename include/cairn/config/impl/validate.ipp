@@ -1,8 +1,8 @@
-// Definitions of <cairn/config/validate.hpp>: inline in a header-only build, compiled once by
+// Definitions of <cairn/config/json.hpp> (validate): inline in a header-only build, compiled once by
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
-#include <cairn/config/validate.hpp>
+#include <cairn/config/json.hpp>
 
 namespace cairn::detail {
 

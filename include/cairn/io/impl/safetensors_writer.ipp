@@ -3,12 +3,12 @@
 #pragma once
 
 #include <cairn/io/checksum.hpp>
-#include <cairn/io/convert.hpp>
 #include <cairn/io/detail/background_hash.hpp>
 #include <cairn/io/detail/checked.hpp>
 #include <cairn/io/dtype.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
+#include <cairn/io/float_convert.hpp>
 #include <cairn/io/safetensors.hpp>
 #include <cairn/io/safetensors_writer.hpp>
 #include <cairn/progress.hpp>

@@ -7,7 +7,7 @@
 #include <cairn/diagnostics.hpp>
 #include <cairn/progress.hpp>
 #include <cairn/training/background_writer.hpp>
-#include <cairn/training/progress.hpp>
+#include <cairn/training/save_report.hpp>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

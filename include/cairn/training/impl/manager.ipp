@@ -8,7 +8,7 @@
 #include <cairn/checkpoint/formats/distributed.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/comm/collectives.hpp>
-#include <cairn/config/validate.hpp>
+#include <cairn/config/json.hpp>
 #include <cairn/diagnostics.hpp>
 #include <cairn/io/storage.hpp>
 #include <cairn/training/background_writer.hpp>
@@ -18,8 +18,8 @@
 #include <cairn/training/manager_options.hpp>
 #include <cairn/training/preemption.hpp>
 #include <cairn/training/preflight.hpp>
-#include <cairn/training/progress.hpp>
 #include <cairn/training/resume.hpp>
+#include <cairn/training/save_report.hpp>
 #include <cairn/training/training_config.hpp>
 
 #include <boost/json/value.hpp>

@@ -3,13 +3,14 @@
 #pragma once
 
 #include <cairn/checkpoint/config.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/detail/save_files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/io/dtype.hpp>
 #include <cairn/io/file.hpp>
-#include <cairn/training/checkpoint.hpp>
 #include <cairn/training/preflight.hpp>
-#include <cairn/training/progress.hpp>
+#include <cairn/training/save_policy.hpp>
+#include <cairn/training/save_report.hpp>
 
 #include <algorithm>
 #include <cstddef>

@@ -27,5 +27,5 @@ inline void report_progress(std::string const& what, std::filesystem::path const
 } // namespace cairn
 
 #ifndef CAIRN_SEPARATE_COMPILATION
-#include <cairn/training/impl/progress.ipp>
+#include <cairn/training/impl/save_report.ipp>
 #endif

@@ -1,10 +1,10 @@
-// Definitions of <cairn/training/progress.hpp>: inline in a header-only build, compiled once by
+// Definitions of <cairn/training/save_report.hpp>: inline in a header-only build, compiled once by
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
 #include <cairn/diagnostics.hpp>
 #include <cairn/progress.hpp>
-#include <cairn/training/progress.hpp>
+#include <cairn/training/save_report.hpp>
 
 #include <cstdint>
 #include <cstdio>

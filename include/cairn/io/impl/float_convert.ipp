@@ -1,10 +1,10 @@
-// Definitions of <cairn/io/convert.hpp>: inline in a header-only build, compiled once by
+// Definitions of <cairn/io/float_convert.hpp>: inline in a header-only build, compiled once by
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
 #include <cairn/error.hpp>
-#include <cairn/io/convert.hpp>
 #include <cairn/io/dtype.hpp>
+#include <cairn/io/float_convert.hpp>
 
 #include <bit>
 #include <cstddef>

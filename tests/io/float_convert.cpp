@@ -1,6 +1,6 @@
 // Element type conversions on the way out: exact where they can be, round-to-nearest-even
 // where they cannot.
-#include <cairn/io/convert.hpp>
+#include <cairn/io/float_convert.hpp>
 
 #include <doctest/doctest.h>
 

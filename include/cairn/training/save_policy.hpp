@@ -86,5 +86,5 @@ constexpr auto cairn_fields(export_config const*) {
 } // namespace cairn
 
 #ifndef CAIRN_SEPARATE_COMPILATION
-#include <cairn/training/impl/checkpoint.ipp>
+#include <cairn/training/impl/save_policy.ipp>
 #endif

@@ -88,5 +88,5 @@ CAIRN_DECL void convert(std::span<std::byte const> source, dtype from, std::span
 } // namespace cairn::io
 
 #ifndef CAIRN_SEPARATE_COMPILATION
-#include <cairn/io/impl/convert.ipp>
+#include <cairn/io/impl/float_convert.ipp>
 #endif

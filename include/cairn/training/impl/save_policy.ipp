@@ -1,12 +1,12 @@
-// Definitions of <cairn/training/checkpoint.hpp>: inline in a header-only build, compiled once by
+// Definitions of <cairn/training/save_policy.hpp>: inline in a header-only build, compiled once by
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/config/mixin.hpp>
 #include <cairn/training/callback.hpp>
-#include <cairn/training/checkpoint.hpp>
 #include <cairn/training/interval.hpp>
+#include <cairn/training/save_policy.hpp>
 
 #include <boost/describe/class.hpp>
 

@@ -7,7 +7,7 @@
 
 #include <cairn/checkpoint/convert.hpp>
 #include <cairn/checkpoint/external.hpp>
-#include <cairn/checkpoint/files.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/comm/single_process.hpp>
 

@@ -1,0 +1,68 @@
+#pragma once
+// The files of cairn's checkpoint formats as users and tools meet them: their names, the keys
+// of the identity each file records, how a directory's format is recognised and the metadata a
+// save stores about itself. No libtorch: tools read checkpoints without the model's code.
+
+#include <cairn/checkpoint/metadata.hpp>
+#include <cairn/detail/decl.hpp>
+
+#include <boost/describe/enum_to_string.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cairn::formats {
+
+/// `<dir>/rank_<rank>.safetensors`: a rank's file of a distributed checkpoint.
+inline std::filesystem::path rank_file(std::filesystem::path const& dir, int rank) {
+  return dir / ("rank_" + std::to_string(rank) + ".safetensors");
+}
+/// `<dir>/metadata.json`: a distributed checkpoint's metadata.
+inline std::filesystem::path metadata_file(std::filesystem::path const& dir) { return dir / "metadata.json"; }
+/// `<dir>/state_dict.safetensors.index.json`: a state_dict checkpoint's index and metadata.
+inline std::filesystem::path state_dict_index(std::filesystem::path const& dir) {
+  return dir / "state_dict.safetensors.index.json";
+}
+/// `state_dict_<i>.safetensors`: the i-th file of a state_dict checkpoint.
+inline std::string state_dict_file(std::size_t i) { return "state_dict_" + std::to_string(i) + ".safetensors"; }
+/// `config.json`: the model config of an external (Hugging Face) checkpoint.
+inline std::filesystem::path external_config(std::filesystem::path const& dir) { return dir / "config.json"; }
+
+/// `__metadata__` keys of the identity every file of a cairn save records.
+inline constexpr char const* save_id_key = "cairn.save_id";
+inline constexpr char const* rank_key = "rank";
+inline constexpr char const* world_size_key = "cairn.world_size";
+inline constexpr char const* layout_key = "cairn.layout_xxh3";
+
+} // namespace cairn::formats
+
+namespace cairn {
+
+/// "[4, 8]", for messages.
+CAIRN_DECL std::string shape_text(std::vector<std::uint64_t> const& shape);
+
+/// "distributed", "state_dict" or "external", as configs spell them.
+inline char const* format_name(checkpoint_format format) noexcept {
+  return boost::describe::enum_to_string(format, "unknown");
+}
+
+/// The format of the checkpoint in `dir`, from the files it holds (metadata.json: distributed;
+/// the state_dict index: state_dict; config.json: external), or nothing when it holds none of
+/// them.
+CAIRN_DECL std::optional<checkpoint_format> detect_format(std::filesystem::path const& dir);
+
+/// What a checkpoint of cairn's own formats stores about itself: `metadata.json` of a
+/// distributed checkpoint, the metadata of a state_dict checkpoint's index. Errors name the
+/// file; an external checkpoint stores none (its `config.json` is the converter's).
+CAIRN_DECL checkpoint_metadata read_stored_metadata(std::filesystem::path const& dir, checkpoint_format format);
+
+} // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/checkpoint/impl/format_files.ipp>
+#endif

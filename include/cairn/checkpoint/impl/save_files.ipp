@@ -1,0 +1,107 @@
+// Definitions of <cairn/checkpoint/detail/save_files.hpp>: inline in a header-only build, compiled once by
+// <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
+#pragma once
+
+#include <cairn/checkpoint/detail/identity.hpp>
+#include <cairn/checkpoint/detail/save_files.hpp>
+#include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/metadata.hpp>
+#include <cairn/config/detail/pretty.hpp>
+#include <cairn/io/checksum.hpp>
+#include <cairn/io/file.hpp>
+#include <cairn/io/index.hpp>
+#include <cairn/io/safetensors.hpp>
+#include <cairn/io/safetensors_writer.hpp>
+
+#include <boost/describe/enum_to_string.hpp>
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cairn::detail {
+
+CAIRN_DECL std::uint64_t whole_numel(parameter_layout const& p) {
+  std::uint64_t n = 1;
+  for (auto d : p.shape) n *= d;
+  return n;
+}
+CAIRN_DECL std::map<std::string, parameter_layout> parameters_of(std::vector<rank_layout> const& ranks) {
+  std::map<std::string, parameter_layout> parameters;
+  for (auto const& r : ranks)
+    for (auto const& p : r.parameters) parameters.try_emplace(p.name, p);
+  return parameters;
+}
+
+CAIRN_DECL std::vector<std::size_t> pack_files(std::vector<std::uint64_t> const& sizes, std::uint64_t limit) {
+  std::vector<std::size_t> file_of;
+  std::size_t file = 0;
+  std::uint64_t in_file = 0;
+  for (auto size : sizes) {
+    if (in_file > 0 && in_file + size > limit) {
+      ++file;
+      in_file = 0;
+    }
+    file_of.push_back(file);
+    in_file += size;
+  }
+  return file_of;
+}
+
+CAIRN_DECL std::map<std::string, std::size_t>
+assign_state_dict_files(std::map<std::string, parameter_layout> const& parameters, std::size_t shards,
+                        std::uint64_t parameters_per_file) {
+  std::vector<std::uint64_t> sizes;
+  for (auto const& [name, p] : parameters) sizes.push_back(whole_numel(p) * shards);
+  auto packed = pack_files(sizes, parameters_per_file);
+  std::map<std::string, std::size_t> file_of;
+  std::size_t i = 0;
+  for (auto const& [name, p] : parameters) file_of[name] = packed[i++];
+  return file_of;
+}
+
+CAIRN_DECL std::string distributed_metadata_text(checkpoint_metadata const& metadata) {
+  return pretty(to_json(metadata));
+}
+
+CAIRN_DECL std::string state_dict_index_text(checkpoint_metadata const& metadata,
+                                             std::map<std::string, std::string> weight_map) {
+  io::safetensors_index index;
+  index.metadata = to_json(metadata).as_object();
+  index.weight_map = std::move(weight_map);
+  return io::index_text(index);
+}
+
+CAIRN_DECL void write_distributed_metadata(std::filesystem::path const& dir, checkpoint_metadata const& metadata) {
+  auto text = distributed_metadata_text(metadata);
+  io::write_file_atomically(formats::metadata_file(dir), std::as_bytes(std::span(text)));
+}
+
+CAIRN_DECL void write_state_dict_index(std::filesystem::path const& dir, checkpoint_metadata const& metadata,
+                                       std::map<std::string, std::string> weight_map) {
+  auto text = state_dict_index_text(metadata, std::move(weight_map));
+  io::write_file_atomically(formats::state_dict_index(dir), std::as_bytes(std::span(text)));
+}
+
+CAIRN_DECL io::dtype stored_type(io::dtype type, std::optional<cairn::data_type> const& conversion) {
+  if (!conversion || !io::is_floating(type)) return type;
+  switch (*conversion) {
+  case data_type::float64:
+    return io::dtype::F64;
+  case data_type::float32:
+    return io::dtype::F32;
+  case data_type::float16:
+    return io::dtype::F16;
+  case data_type::bfloat16:
+    return io::dtype::BF16;
+  }
+  return type;
+}
+
+} // namespace cairn::detail
