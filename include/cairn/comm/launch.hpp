@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -69,6 +70,44 @@ constexpr std::size_t files_needed(int processes) { return 2 * static_cast<std::
 CAIRN_DECL void reserve_resources(int processes);
 
 inline int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+/// Forwards SIGINT, SIGTERM, SIGHUP and SIGUSR1 to the ranks through `forwarded_signal_pipe`
+/// (not those the launcher was started ignoring).
+CAIRN_DECL void forward_stop_signals();
+
+/// Sends `signal` to the process group of each rank (each still running, with `running_only`).
+CAIRN_DECL void signal_groups(std::vector<rank_process> const& ranks, int signal, bool running_only);
+
+/// On a failure to start: kills every rank started, with its group, and waits for it.
+CAIRN_DECL void abandon(std::vector<rank_process>& ranks);
+
+/// Starts the next rank (rank `ranks.size()`) with its environment and output pipes; on a
+/// failure, abandons the ranks started and throws.
+CAIRN_DECL void start_rank(launch_options const& options, int port, std::vector<rank_process>& ranks);
+
+/// Prints what a rank wrote since the last call, line by line; closes a pipe at its end.
+CAIRN_DECL void forward_output(rank_process& p);
+
+/// The launcher's loop over its running ranks: output forwarded, stop signals forwarded once
+/// per request, the first failure stopping the others (TERM, then KILL after 10 s), an agreed
+/// stop given its grace.
+struct supervisor {
+  explicit supervisor(launch_options const& o) : options(o) {}
+  launch_options const& options;
+  std::vector<rank_process> ranks;
+  int result = 0;
+  std::optional<std::chrono::steady_clock::time_point> stopping;     ///< when the others were asked to stop
+  std::optional<std::chrono::steady_clock::time_point> agreed_stop;  ///< when a rank stopped in agreement
+  std::optional<std::chrono::steady_clock::time_point> all_exited;   ///< grandchildren may still hold the pipes
+  std::optional<std::chrono::steady_clock::time_point> forwarded_at; ///< the last stop signal forwarded
+
+  CAIRN_DECL int run();
+  CAIRN_DECL void wait_for_events();
+  CAIRN_DECL void forward_signals();
+  CAIRN_DECL void reap(rank_process& p);
+  CAIRN_DECL void stop_others();
+  CAIRN_DECL bool finished();
+};
 
 } // namespace detail
 

@@ -51,6 +51,55 @@ inline std::string find_program(std::string const& name) {
   return {};
 }
 
+/// `environ` with `variables` set over it, as "KEY=value" entries.
+inline std::vector<std::string> environment_with(std::map<std::string, std::string> const& variables) {
+  std::vector<std::string> entries;
+  for (char** e = environ; *e; ++e) {
+    std::string_view entry(*e);
+    if (!variables.contains(std::string(entry.substr(0, entry.find('='))))) entries.emplace_back(entry);
+  }
+  for (auto const& [key, value] : variables) entries.push_back(key + '=' + value);
+  return entries;
+}
+
+/// The child's side, between fork and exec: async-signal-safe calls only. Writes the error of a
+/// failed exec to `report` and exits.
+[[noreturn]] inline void become_child(char const* program, char* const* argv, char* const* envp,
+                                      process_options const& options, pid_t parent, int report) {
+  if (options.own_group) ::setpgid(0, 0);
+  if (options.parent_death_signal != 0) {
+    ::prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
+    if (::getppid() != parent) ::_exit(127); // the parent ended before the line above
+  }
+  if (options.stdin_null) {
+    int in = ::open("/dev/null", O_RDONLY);
+    if (in > 0) {
+      ::dup2(in, 0);
+      ::close(in);
+    }
+  }
+  if (options.stdout_fd >= 0) ::dup2(options.stdout_fd, 1);
+  if (options.stderr_fd >= 0) ::dup2(options.stderr_fd, 2);
+  sigset_t none; // handlers the parent installed end with the exec; ignored signals stay ignored (nohup)
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(program, argv, envp);
+  int reason = errno;
+  [[maybe_unused]] auto ignored = ::write(report, &reason, sizeof reason);
+  ::_exit(127);
+}
+
+/// The exec error the child reported on `report`, or 0 once the exec closed it.
+inline int exec_error(int report) {
+  int reason = 0;
+  ssize_t n = 0;
+  do {
+    n = ::read(report, &reason, sizeof reason);
+  } while (n < 0 && errno == EINTR);
+  ::close(report);
+  return n == static_cast<ssize_t>(sizeof reason) ? reason : 0;
+}
+
 /// Starts `command` (never through a shell) in the current environment plus `variables`, which
 /// win over inherited ones. Returns 0 and sets `pid`, or the error number of the failure (ENOENT
 /// for a program that does not exist, EACCES, EMFILE, …). Everything the child needs is made
@@ -62,12 +111,7 @@ inline int start_process(std::vector<std::string> command, std::map<std::string,
   if (command.empty()) return ENOENT;
   auto program = find_program(command.front());
   if (program.empty()) return ENOENT;
-  std::vector<std::string> entries;
-  for (char** e = environ; *e; ++e) {
-    std::string_view entry(*e);
-    if (!variables.contains(std::string(entry.substr(0, entry.find('='))))) entries.emplace_back(entry);
-  }
-  for (auto const& [key, value] : variables) entries.push_back(key + '=' + value);
+  auto entries = environment_with(variables);
   std::vector<char*> envp, argv;
   for (auto& e : entries) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -83,37 +127,9 @@ inline int start_process(std::vector<std::string> command, std::map<std::string,
     ::close(report[1]);
     return reason;
   }
-  if (child == 0) {
-    if (options.own_group) ::setpgid(0, 0);
-    if (options.parent_death_signal != 0) {
-      ::prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
-      if (::getppid() != parent) ::_exit(127); // the parent ended before the line above
-    }
-    if (options.stdin_null) {
-      int in = ::open("/dev/null", O_RDONLY);
-      if (in > 0) {
-        ::dup2(in, 0);
-        ::close(in);
-      }
-    }
-    if (options.stdout_fd >= 0) ::dup2(options.stdout_fd, 1);
-    if (options.stderr_fd >= 0) ::dup2(options.stderr_fd, 2);
-    sigset_t none; // handlers the parent installed end with the exec; ignored signals stay ignored (nohup)
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(program.c_str(), argv.data(), envp.data());
-    int reason = errno;
-    [[maybe_unused]] auto ignored = ::write(report[1], &reason, sizeof reason);
-    ::_exit(127);
-  }
+  if (child == 0) become_child(program.c_str(), argv.data(), envp.data(), options, parent, report[1]);
   ::close(report[1]);
-  int reason = 0;
-  ssize_t n = 0;
-  do {
-    n = ::read(report[0], &reason, sizeof reason);
-  } while (n < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (n == static_cast<ssize_t>(sizeof reason)) {
+  if (int reason = exec_error(report[0])) {
     while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
     }
     return reason;

@@ -23,6 +23,53 @@
 
 namespace cairn::detail {
 
+/// Where a gather's parts arrive on its destination: straight into `out` (`in_place`) when a
+/// rank's part is one run of the whole tensor and the communicator works on CPU tensors, else
+/// into a buffer of its own. Returns the elements placed in `out` already.
+inline std::uint64_t receive_parts(std::vector<rank_layout> const& ranks, parameter_layout const& whole,
+                                   std::vector<std::int64_t> const& sent, at::Tensor const& out, c10::Device device,
+                                   std::vector<at::Tensor>& parts, std::vector<bool>& in_place) {
+  auto size = io::size_of(whole.dtype);
+  auto bytes = out.view(at::kByte);
+  std::uint64_t covered = 0;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    if (sent[r] == 0) {
+      parts[r] = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(device));
+      continue;
+    }
+    auto runs = overlap(whole.shape, ranks[r].find(whole.name)->shard, shard_layout::whole(whole.shape));
+    if (device.is_cpu() && runs.size() == 1 && runs[0].source == 0 &&
+        static_cast<std::int64_t>(runs[0].length * size) == sent[r]) {
+      parts[r] = bytes.narrow(0, static_cast<std::int64_t>(runs[0].target * size), sent[r]);
+      in_place[r] = true;
+      covered += runs[0].length;
+    } else {
+      parts[r] = at::empty({sent[r]}, at::TensorOptions().dtype(at::kByte).device(device));
+    }
+  }
+  return covered;
+}
+
+/// Copies the parts that did not arrive in place to where they go in `out`; returns the
+/// elements copied.
+inline std::uint64_t place_parts(std::vector<rank_layout> const& ranks, parameter_layout const& whole,
+                                 std::vector<std::int64_t> const& sent, std::vector<at::Tensor> const& parts,
+                                 std::vector<bool> const& in_place, at::Tensor out) {
+  auto size = io::size_of(whole.dtype);
+  auto target = tensor_bytes(out);
+  std::uint64_t covered = 0;
+  for (std::size_t r = 0; r < parts.size(); ++r) {
+    if (sent[r] == 0 || in_place[r]) continue;
+    auto part = parts[r].to(c10::Device(c10::kCPU)).contiguous();
+    auto source = tensor_bytes(part);
+    for (auto const& run : overlap(whole.shape, ranks[r].find(whole.name)->shard, shard_layout::whole(whole.shape))) {
+      std::memcpy(target.data() + run.target * size, source.data() + run.source * size, run.length * size);
+      covered += run.length;
+    }
+  }
+  return covered;
+}
+
 /// Shard `shard` of parameter `whole` (as every rank's `ranks` layout holds it), whole, as a
 /// flat CPU tensor on rank `destination`; nothing on the others. Collective unless every rank
 /// holds the whole parameter (one process, or replicated), when the destination uses its own.
@@ -43,13 +90,12 @@ std::optional<at::Tensor> gather_whole(model_state const& state, Comm& comm, std
   }
   // Gathered as bytes: not every backend carries every element type (Gloo has no bfloat16).
   // Every rank knows what every other sends (the layouts say), so the destination receives each
-  // part where it goes: straight into the whole tensor when the part is one run of it and the
-  // communicator works on CPU tensors, else into a buffer copied from.
-  auto size = io::size_of(whole.dtype);
+  // part where it goes.
   std::vector<std::int64_t> sent(ranks.size(), 0);
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     auto const* held = ranks[r].find(whole.name);
-    if (held && (!held->replicated || r == 0)) sent[r] = static_cast<std::int64_t>(held->shard.numel() * size);
+    if (held && (!held->replicated || r == 0))
+      sent[r] = static_cast<std::int64_t>(held->shard.numel() * io::size_of(whole.dtype));
   }
   bool contributes = sent[static_cast<std::size_t>(comm.rank())] > 0;
   auto local = contributes ? mine->shards[shard].to(c10::Device(c10::kCPU)).reshape({-1}).contiguous().view(at::kByte)
@@ -60,36 +106,11 @@ std::optional<at::Tensor> gather_whole(model_state const& state, Comm& comm, std
   std::uint64_t covered = 0;
   if (comm.rank() == destination) {
     out = at::empty({static_cast<std::int64_t>(numel)}, at::TensorOptions().dtype(to_scalar_type(whole.dtype)));
-    auto bytes = out.view(at::kByte);
-    bool on_cpu = comm.device().is_cpu();
-    for (std::size_t r = 0; r < ranks.size(); ++r) {
-      if (sent[r] == 0) {
-        parts[r] = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(comm.device()));
-        continue;
-      }
-      auto runs = overlap(whole.shape, ranks[r].find(whole.name)->shard, shard_layout::whole(whole.shape));
-      if (on_cpu && runs.size() == 1 && runs[0].source == 0 &&
-          static_cast<std::int64_t>(runs[0].length * size) == sent[r]) {
-        parts[r] = bytes.narrow(0, static_cast<std::int64_t>(runs[0].target * size), sent[r]);
-        in_place[r] = true;
-        covered += runs[0].length;
-      } else {
-        parts[r] = at::empty({sent[r]}, at::TensorOptions().dtype(at::kByte).device(comm.device()));
-      }
-    }
+    covered = receive_parts(ranks, whole, sent, out, comm.device(), parts, in_place);
   }
   comm::gather_into(comm, local.to(comm.device()), destination, parts);
   if (comm.rank() != destination) return std::nullopt;
-  auto target = tensor_bytes(out);
-  for (std::size_t r = 0; r < parts.size(); ++r) {
-    if (sent[r] == 0 || in_place[r]) continue;
-    auto part = parts[r].to(c10::Device(c10::kCPU)).contiguous();
-    auto source = tensor_bytes(part);
-    for (auto const& run : overlap(whole.shape, ranks[r].find(whole.name)->shard, shard_layout::whole(whole.shape))) {
-      std::memcpy(target.data() + run.target * size, source.data() + run.source * size, run.length * size);
-      covered += run.length;
-    }
-  }
+  covered += place_parts(ranks, whole, sent, parts, in_place, out);
   if (covered != numel)
     throw checkpoint_error(checkpoint_errc::invalid_state,
                            "cannot save '" + tensor_name(whole.name, state.shard_names[shard]) + "': the ranks hold " +

@@ -244,17 +244,13 @@ CAIRN_DECL void detail::refuse_incomplete_save(std::filesystem::path const& inpu
     throw checkpoint_error(checkpoint_errc::incomplete, "input.path: not a complete save: " + *status.problem);
 }
 
-CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
-  detail::refuse_overlap(requested.input.path, requested.output.path);
-  detail::refuse_incomplete_save(requested.input.path);
-  detail::checkpoint_reader reader(requested.input);
-  staged_output staged(requested.output.path, requested.replace);
-  auto config = requested;
-  config.output.path = staged.path();
-  auto const& in = reader.metadata();
+namespace detail {
+
+/// The metadata of the conversion of a save described by `in`: a fresh identity, the shards asked for.
+inline checkpoint_metadata converted_metadata(checkpoint_metadata const& in, convert_config const& config) {
   checkpoint_metadata out;
   out.format = config.output.format;
-  out.save_id = cairn::detail::new_save_id();
+  out.save_id = new_save_id();
   out.config = in.config;
   out.metadata = in.metadata;
   for (std::size_t i = 0; i < in.shard_names.size(); ++i)
@@ -263,68 +259,90 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
   if (out.shard_names.empty())
     throw checkpoint_error(checkpoint_errc::invalid_request,
                            "nothing to convert: neither model_weights nor optimizer_state");
+  return out;
+}
 
-  std::uint64_t input_bytes = 0;
-  for (auto const& [name, p] : reader.parameters())
-    input_bytes += cairn::detail::whole_numel(p) * io::size_of(p.dtype) * out.shard_names.size();
-  progress_scope progress("converting", requested.output.path.string(), 2 * input_bytes); // read, then written
-
-  cairn::io::make_directories(config.output.path);
+/// Writes the tensors of a conversion, parameter by parameter, each read whole from the input.
+struct conversion_writer {
+  checkpoint_reader& reader;
+  checkpoint_metadata const& out;
+  std::optional<data_type> conversion;
   std::vector<std::vector<std::byte>> buffers; // alive until their file is written
-  auto add_all = [&](io::safetensors_writer& writer, parameter_layout const& p, std::vector<std::uint64_t> shape) {
+  std::size_t tensors = 0;
+
+  void add(io::safetensors_writer& writer, parameter_layout const& p, std::vector<std::uint64_t> shape) {
     for (auto const& shard : out.shard_names) {
       buffers.push_back(reader.read(p, shard));
-      writer.add(cairn::detail::tensor_name(p.name, shard), p.dtype, shape, buffers.back(),
-                 detail::stored_type(p.dtype, config.output.data_type));
+      writer.add(tensor_name(p.name, shard), p.dtype, shape, buffers.back(), stored_type(p.dtype, conversion));
+      ++tensors;
     }
-  };
-  auto stored = [&](parameter_layout p) {
-    p.dtype = detail::stored_type(p.dtype, config.output.data_type);
+  }
+  parameter_layout stored(parameter_layout p) const {
+    p.dtype = stored_type(p.dtype, conversion);
     return p;
-  };
-  std::size_t tensors = 0;
-  if (config.output.format == checkpoint_format::distributed) {
-    // One rank holding everything whole: any world size loads it by resharding.
+  }
+  /// One rank holding everything whole: any world size loads it by resharding.
+  void write_distributed(std::filesystem::path const& dir, checkpoint_metadata& metadata) {
     rank_layout layout;
     for (auto const& [name, p] : reader.parameters()) layout.parameters.push_back(stored(p));
-    out.ranks.push_back(std::move(layout));
-    io::safetensors_writer writer(formats::rank_file(config.output.path, 0));
+    metadata.ranks.push_back(std::move(layout));
+    io::safetensors_writer writer(formats::rank_file(dir, 0));
     writer.set_metadata("format", "cairn.distributed");
-    cairn::detail::record_identity(writer, out, 0);
-    for (auto const& [name, p] : reader.parameters()) {
-      add_all(writer, p, {cairn::detail::whole_numel(p)});
-      tensors += out.shard_names.size();
-    }
+    record_identity(writer, metadata, 0);
+    for (auto const& [name, p] : reader.parameters()) add(writer, p, {whole_numel(p)});
     writer.write();
-    detail::write_distributed_metadata(config.output.path, out);
-  } else if (config.output.format == checkpoint_format::state_dict) {
-    auto file_of =
-        detail::assign_state_dict_files(reader.parameters(), out.shard_names.size(), config.output.parameters_per_file);
+    write_distributed_metadata(dir, metadata);
+  }
+  void write_state_dict(std::filesystem::path const& dir, checkpoint_metadata& metadata, std::uint64_t per_file) {
+    auto file_of = assign_state_dict_files(reader.parameters(), metadata.shard_names.size(), per_file);
     std::map<std::string, std::string> weight_map;
     std::map<std::size_t, std::vector<parameter_layout const*>> by_file;
     for (auto const& [name, p] : reader.parameters()) by_file[file_of[name]].push_back(&p);
     for (auto const& [file, params] : by_file) {
-      io::safetensors_writer writer(config.output.path / formats::state_dict_file(file));
-      cairn::detail::record_identity(writer, out);
+      io::safetensors_writer writer(dir / formats::state_dict_file(file));
+      record_identity(writer, metadata);
       for (auto const* p : params) {
-        add_all(writer, *p, p->shape);
-        for (auto const& shard : out.shard_names)
-          weight_map[cairn::detail::tensor_name(p->name, shard)] = formats::state_dict_file(file);
-        out.parameters.push_back(stored(*p));
-        tensors += out.shard_names.size();
+        add(writer, *p, p->shape);
+        for (auto const& shard : metadata.shard_names)
+          weight_map[tensor_name(p->name, shard)] = formats::state_dict_file(file);
+        metadata.parameters.push_back(stored(*p));
       }
       writer.write();
       buffers.clear();
     }
-    detail::write_state_dict_index(config.output.path, out, std::move(weight_map));
-  } else {
+    write_state_dict_index(dir, metadata, std::move(weight_map));
+  }
+};
+
+} // namespace detail
+
+CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
+  detail::refuse_overlap(requested.input.path, requested.output.path);
+  detail::refuse_incomplete_save(requested.input.path);
+  if (requested.output.format == checkpoint_format::external)
     throw checkpoint_error(
         checkpoint_errc::needs_converter,
         "convert writes the distributed and state_dict formats; the external format needs the model's "
         "converter (see the example trainer)");
-  }
+  detail::checkpoint_reader reader(requested.input);
+  staged_output staged(requested.output.path, requested.replace);
+  auto config = requested;
+  config.output.path = staged.path();
+  auto out = detail::converted_metadata(reader.metadata(), config);
+
+  std::uint64_t input_bytes = 0;
+  for (auto const& [name, p] : reader.parameters())
+    input_bytes += detail::whole_numel(p) * io::size_of(p.dtype) * out.shard_names.size();
+  progress_scope progress("converting", requested.output.path.string(), 2 * input_bytes); // read, then written
+
+  io::make_directories(config.output.path);
+  detail::conversion_writer writer{reader, out, config.output.data_type, {}, 0};
+  if (config.output.format == checkpoint_format::distributed)
+    writer.write_distributed(config.output.path, out);
+  else
+    writer.write_state_dict(config.output.path, out, config.output.parameters_per_file);
   staged.commit();
-  return "converted " + std::to_string(tensors) + " tensors of " + std::to_string(reader.parameters().size()) +
+  return "converted " + std::to_string(writer.tensors) + " tensors of " + std::to_string(reader.parameters().size()) +
          " parameters to " + requested.output.path.string();
 }
 

@@ -71,6 +71,58 @@ CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communica
   return out;
 }
 
+} // namespace cairn::formats
+
+namespace cairn::detail {
+
+/// The saved ranks holding each parameter, in rank order, with their layouts of it.
+using saved_holders = std::vector<std::pair<int, parameter_layout const*>>;
+
+/// Reads the rank files of a distributed checkpoint for a load: each file checked once against
+/// the save's identity (a file of another save refused, and reported once).
+struct rank_file_reader {
+  loader& load;
+  checkpoint_metadata const& metadata;
+  std::filesystem::path const& dir;
+  int rank;
+  bool fast; // every rank loads with the saving layout: each reads its own file only
+  std::set<int> identity_checked, foreign;
+
+  /// Where the tensor `path` of live parameter `p` comes from, or nothing after a problem (reported).
+  std::optional<std::vector<load_source>> sources(parameter_state const& p, std::string const& path,
+                                                  saved_holders const& held) {
+    std::vector<load_source> found;
+    for (auto const& [r, saved] : held) {
+      // Replicated parameters are in rank 0's file only.
+      if (saved->replicated ? r != 0 : fast && r != rank) continue;
+      if (saved->shape != p.layout.shape) {
+        load.problem(path, "has shape " + shape_text(saved->shape) + " in the checkpoint, " +
+                               shape_text(p.layout.shape) + " here");
+        return std::nullopt;
+      }
+      try {
+        auto& file = load.file(formats::rank_file(dir, r));
+        if (identity_checked.insert(r).second) {
+          if (auto problem = identity_problem(file, metadata, r)) {
+            load.problem(file.path().string(), *problem);
+            foreign.insert(r);
+          }
+        }
+        if (foreign.contains(r)) return std::nullopt; // reported once, above
+        found.push_back(load.source(file, path, saved->shard, saved->dtype));
+      } catch (error const& e) {
+        load.problem(path, e.what());
+        return std::nullopt;
+      }
+    }
+    return found;
+  }
+};
+
+} // namespace cairn::detail
+
+namespace cairn::formats {
+
 CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::communicator_ref comm,
                                                  checkpoint_load_config const& config, verification verify) {
   state.check();
@@ -81,10 +133,8 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
   // With the saving layout on every rank, each rank reads nothing but its own file.
   bool same_layout = static_cast<int>(metadata.ranks.size()) == comm.size() &&
                      metadata.ranks[static_cast<std::size_t>(comm.rank())] == state.layout();
-  bool fast = comm::all_of(comm, same_layout);
-  std::set<int> identity_checked, foreign; // rank files checked against the save's identity; those refused
-  // The saved ranks holding each parameter, in rank order, with their layouts of it.
-  std::map<std::string, std::vector<std::pair<int, parameter_layout const*>>, std::less<>> holders;
+  detail::rank_file_reader reader{loader, metadata, config.path, comm.rank(), comm::all_of(comm, same_layout), {}, {}};
+  std::map<std::string, detail::saved_holders, std::less<>> holders;
   for (std::size_t r = 0; r < metadata.ranks.size(); ++r)
     for (auto const& saved : metadata.ranks[r].parameters)
       holders[saved.name].emplace_back(static_cast<int>(r), &saved);
@@ -96,38 +146,7 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
     }
     for (auto const& [live_index, saved_name] : loader.shards()) {
       auto path = cairn::detail::tensor_name(p.layout.name, saved_name);
-      std::vector<detail::load_source> sources;
-      bool mismatch = false;
-      for (auto const& [r, saved] : held->second) {
-        if (mismatch) break;
-        // Replicated parameters are in rank 0's file only.
-        if (saved->replicated ? r != 0 : fast && r != comm.rank()) continue;
-        if (saved->shape != p.layout.shape) {
-          loader.problem(path, "has shape " + shape_text(saved->shape) + " in the checkpoint, " +
-                                   shape_text(p.layout.shape) + " here");
-          mismatch = true;
-          break;
-        }
-        try {
-          auto& file = loader.file(rank_file(config.path, r));
-          if (!identity_checked.contains(r)) {
-            identity_checked.insert(r);
-            if (auto problem = cairn::detail::identity_problem(file, metadata, r)) {
-              loader.problem(file.path().string(), *problem);
-              foreign.insert(r);
-            }
-          }
-          if (foreign.contains(r)) { // reported once, above
-            mismatch = true;
-            break;
-          }
-          sources.push_back(loader.source(file, path, saved->shard, saved->dtype));
-        } catch (error const& e) {
-          loader.problem(path, e.what());
-          mismatch = true;
-        }
-      }
-      if (!mismatch) loader.load(p, live_index, sources, path);
+      if (auto sources = reader.sources(p, path, held->second)) loader.load(p, live_index, *sources, path);
     }
     loader.finish(p);
   }

@@ -86,13 +86,63 @@ inline std::vector<at::Tensor> convert(external::weight_rule const& rule, std::v
   return theirs;
 }
 
+/// A save under way on this rank: what it needs to produce the tensors of the plan's items.
+struct save_run {
+  save_plan const& plan;
+  model_state const& state;
+  comm::communicator_ref comm;
+  std::span<external::weight_rule const> rules;
+  std::map<std::string, parameter_state const*, std::less<>> mine = parameters_by_name(state);
+  std::map<std::string, parameter_layout> whole = parameters_of(plan.ranks); // for the gathers
+  std::vector<std::vector<at::Tensor>> converted = std::vector<std::vector<at::Tensor>>(plan.files.size());
+
+  /// The tensor item `k` of file `f` writes, with the bytes of it this rank keeps alive only for
+  /// the write, or nothing when another rank writes it (this rank still takes part in gathers).
+  std::optional<std::pair<at::Tensor, std::uint64_t>> produce(std::size_t f, std::size_t k) {
+    auto const& file = plan.files[f];
+    auto const& item = file.items[k];
+    bool writes = file.writer == comm.rank();
+    switch (item.source) {
+    case write_source::own_shard: {
+      if (!writes) return std::nullopt;
+      auto tensor = own_shard(mine, item);
+      return std::pair{tensor, held_bytes(tensor, mine.at(item.parameter)->shards[item.shard])};
+    }
+    case write_source::gathered: { // every rank takes part
+      auto gathered = gather_whole(state, comm, plan.ranks, whole.at(item.parameter), item.shard, file.writer);
+      if (!gathered) return std::nullopt;
+      return std::pair{*gathered, static_cast<std::uint64_t>(gathered->nbytes())};
+    }
+    case write_source::converted:
+      break;
+    }
+    if (item.output == 0) convert_rule(f, item); // every rank takes part
+    if (!writes) return std::nullopt;
+    auto tensor = converted[f].at(item.output);
+    if (k + 1 == file.items.size() || file.items[k + 1].rule != item.rule) converted[f].clear();
+    return std::pair{tensor, static_cast<std::uint64_t>(tensor.nbytes())};
+  }
+
+  /// The rule of `item` applied to its parameters, gathered whole on the file's writer.
+  void convert_rule(std::size_t f, write_item const& item) {
+    auto const& file = plan.files[f];
+    auto const& rule = rules[item.rule];
+    std::vector<at::Tensor> ours;
+    for (auto const& name : rule.ours) {
+      auto const& p = whole.at(name);
+      if (auto t = gather_whole(state, comm, plan.ranks, p, 0, file.writer))
+        ours.push_back(t->view(std::vector<std::int64_t>(p.shape.begin(), p.shape.end())));
+    }
+    if (file.writer == comm.rank()) converted[f] = convert(rule, ours, file, item.rule);
+  }
+};
+
 } // namespace executor
 
 CAIRN_DECL void execute(save_plan const& plan, std::filesystem::path const& dir, model_state const& state,
                         comm::communicator_ref comm, std::span<external::weight_rule const> rules) {
   auto rank = comm.rank();
-  auto mine = executor::parameters_by_name(state);
-  auto whole = parameters_of(plan.ranks); // every parameter's layout, for the gathers
+  executor::save_run run{plan, state, comm, rules};
   std::vector<std::unique_ptr<io::safetensors_writer>> writers(plan.files.size());
   write_behind behind;
   behind.submit(0, [&] {
@@ -103,54 +153,21 @@ CAIRN_DECL void execute(save_plan const& plan, std::filesystem::path const& dir,
       if (plan.files[f].items.empty()) writers[f]->commit(); // nothing to wait for
     }
   });
-  std::vector<std::vector<at::Tensor>> converted(plan.files.size()); // a rule's outputs, until written
   for (std::size_t k = 0, rounds = plan.rounds(); k < rounds; ++k)
     for (std::size_t f = 0; f < plan.files.size(); ++f) {
       auto const& file = plan.files[f];
       if (k >= file.items.size()) continue;
-      auto const& item = file.items[k];
-      bool writes = file.writer == rank;
-      at::Tensor tensor;
-      std::uint64_t held = 0;
+      std::optional<std::pair<at::Tensor, std::uint64_t>> produced;
       try {
-        switch (item.source) {
-        case write_source::own_shard: {
-          if (!writes) continue;
-          tensor = executor::own_shard(mine, item);
-          held = executor::held_bytes(tensor, mine.at(item.parameter)->shards[item.shard]);
-          break;
-        }
-        case write_source::gathered: { // every rank takes part
-          auto gathered = gather_whole(state, comm, plan.ranks, whole.at(item.parameter), item.shard, file.writer);
-          if (!gathered) continue;
-          tensor = *gathered;
-          held = static_cast<std::uint64_t>(tensor.nbytes());
-          break;
-        }
-        case write_source::converted: {
-          if (item.output == 0) { // the rule's parameters, whole on the writer: every rank takes part
-            auto const& rule = rules[item.rule];
-            std::vector<at::Tensor> ours;
-            for (auto const& name : rule.ours) {
-              auto const& p = whole.at(name);
-              if (auto t = gather_whole(state, comm, plan.ranks, p, 0, file.writer))
-                ours.push_back(t->view(std::vector<std::int64_t>(p.shape.begin(), p.shape.end())));
-            }
-            if (writes) converted[f] = executor::convert(rule, ours, file, item.rule);
-          }
-          if (!writes) continue;
-          tensor = converted[f].at(item.output);
-          if (k + 1 == file.items.size() || file.items[k + 1].rule != item.rule) converted[f].clear();
-          held = static_cast<std::uint64_t>(tensor.nbytes());
-          break;
-        }
-        }
+        produced = run.produce(f, k);
       } catch (std::exception const&) {
         behind.fail(std::current_exception()); // the writer's failure: agreed below, on every rank
         continue;
       }
+      if (!produced) continue;
+      auto [tensor, held] = *produced;
       progress_scope::count(static_cast<std::uint64_t>(tensor.nbytes()));
-      behind.submit(held, [&writers, f, &item, tensor, last = k + 1 == file.items.size()] {
+      behind.submit(held, [&writers, f, &item = file.items[k], tensor, last = k + 1 == file.items.size()] {
         writers[f]->put(item.tensor, tensor_bytes(tensor));
         if (last) writers[f]->commit();
       });

@@ -272,6 +272,59 @@ CAIRN_DECL void save(model_state const& state, comm::communicator_ref comm, std:
   cairn::detail::execute(planned, config.path, state, comm, rules);
 }
 
+/// Which file holds each tensor of an external checkpoint: its index, or its one file.
+inline std::map<std::string, std::string> external_weight_map(cairn::detail::loader& loader,
+                                                              std::filesystem::path const& dir) {
+  std::map<std::string, std::string> file_of;
+  auto index_path = dir / "model.safetensors.index.json";
+  if (std::filesystem::exists(index_path)) return io::read_index(index_path).weight_map;
+  for (auto const& t : loader.file(dir / "model.safetensors").tensors()) file_of[t.name] = "model.safetensors";
+  return file_of;
+}
+
+/// The tensors a rule reads (its `theirs`), each copied out of its file and checked.
+inline std::vector<at::Tensor> read_theirs(weight_rule const& rule, std::map<std::string, std::string> const& file_of,
+                                           cairn::detail::loader& loader, std::filesystem::path const& dir,
+                                           verification verify, std::set<std::string>& used) {
+  std::vector<at::Tensor> theirs;
+  for (auto const& name : rule.theirs) {
+    auto entry = file_of.find(name);
+    if (entry == file_of.end())
+      throw checkpoint_error(checkpoint_errc::missing_tensor, "tensor '" + name + "' is not in the checkpoint");
+    auto& file = loader.file(dir / entry->second);
+    auto const& info = file.at(name);
+    // Files of other tools record no checksums; in a file cairn wrote, every tensor has one.
+    if (verify == verification::checksums && records_checksums(file)) file.verify(info);
+    std::vector<std::int64_t> shape(info.shape.begin(), info.shape.end());
+    auto t = at::empty(shape, at::TensorOptions().dtype(cairn::detail::to_scalar_type(info.dtype)));
+    auto bytes = file.bytes(info);
+    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    theirs.push_back(t);
+    used.insert(name);
+  }
+  return theirs;
+}
+
+/// Loads the rule's outputs (`ours`, whole) into the parameters of `state` they name.
+inline void load_ours(model_state& state, weight_rule const& rule, std::vector<at::Tensor> const& ours,
+                      cairn::detail::loader& loader, std::set<std::string>& loaded) {
+  for (std::size_t i = 0; i < rule.ours.size(); ++i) {
+    auto* p = state.find(rule.ours[i]);
+    if (!p) continue;
+    loaded.insert(rule.ours[i]);
+    auto whole = ours[i].contiguous();
+    std::vector<std::uint64_t> shape(whole.sizes().begin(), whole.sizes().end());
+    if (shape != p->layout.shape) {
+      loader.problem(rule.ours[i], "has another shape in the checkpoint");
+      continue;
+    }
+    std::vector<cairn::detail::load_source> sources{{cairn::detail::tensor_bytes(static_cast<at::Tensor const&>(whole)),
+                                                     to_dtype(whole.scalar_type()),
+                                                     shard_layout::whole(p->layout.shape)}};
+    loader.load(*p, 0, sources, rule.ours[i]);
+  }
+}
+
 CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::string const& model_type,
                      std::vector<weight_rule> const& rules, checkpoint_load_config const& config, verification verify) {
   state.check();
@@ -280,55 +333,19 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
   weights_only.model_weights = true;
   weights_only.optimizer_state = false;
   cairn::detail::loader loader(state, weights_only, {state.shard_names.at(0)}, verify);
-  std::map<std::string, std::string> file_of;
-  auto index_path = config.path / "model.safetensors.index.json";
-  if (std::filesystem::exists(index_path)) {
-    file_of = io::read_index(index_path).weight_map;
-  } else {
-    for (auto const& t : loader.file(config.path / "model.safetensors").tensors())
-      file_of[t.name] = "model.safetensors";
-  }
+  auto file_of = external_weight_map(loader, config.path);
   std::set<std::string> used, loaded;
   for (auto const& rule : rules) {
     bool wanted = std::any_of(rule.ours.begin(), rule.ours.end(), [&](auto const& n) { return state.find(n); });
     if (!wanted) continue;
     std::vector<at::Tensor> theirs;
     try {
-      for (auto const& name : rule.theirs) {
-        auto entry = file_of.find(name);
-        if (entry == file_of.end())
-          throw checkpoint_error(checkpoint_errc::missing_tensor, "tensor '" + name + "' is not in the checkpoint");
-        auto& file = loader.file(config.path / entry->second);
-        auto const& info = file.at(name);
-        // Files of other tools record no checksums; in a file cairn wrote, every tensor has one.
-        if (verify == verification::checksums && records_checksums(file)) file.verify(info);
-        std::vector<std::int64_t> shape(info.shape.begin(), info.shape.end());
-        auto t = at::empty(shape, at::TensorOptions().dtype(cairn::detail::to_scalar_type(info.dtype)));
-        auto bytes = file.bytes(info);
-        std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-        theirs.push_back(t);
-        used.insert(name);
-      }
+      theirs = read_theirs(rule, file_of, loader, config.path, verify, used);
     } catch (error const& e) {
       loader.problem(rule.ours.front(), e.what());
       continue;
     }
-    auto ours = rule.to_ours(theirs);
-    for (std::size_t i = 0; i < rule.ours.size(); ++i) {
-      auto* p = state.find(rule.ours[i]);
-      if (!p) continue;
-      loaded.insert(rule.ours[i]);
-      auto whole = ours[i].contiguous();
-      std::vector<std::uint64_t> shape(whole.sizes().begin(), whole.sizes().end());
-      if (shape != p->layout.shape) {
-        loader.problem(rule.ours[i], "has another shape in the checkpoint");
-        continue;
-      }
-      std::vector<cairn::detail::load_source> sources{
-          {cairn::detail::tensor_bytes(static_cast<at::Tensor const&>(whole)), to_dtype(whole.scalar_type()),
-           shard_layout::whole(p->layout.shape)}};
-      loader.load(*p, 0, sources, rule.ours[i]);
-    }
+    load_ours(state, rule, rule.to_ours(theirs), loader, loaded);
   }
   for (auto& p : state.parameters) {
     if (!loaded.contains(p.layout.name)) loader.missing(p.layout.name);

@@ -201,6 +201,56 @@ CAIRN_DECL void verify_indexes(std::filesystem::path const& dir, std::vector<std
   if (ec) problems.push_back(dir.string() + ": cannot list: " + ec.message());
 }
 
+/// The checksums of every tensor of `file_path`, into `report`; in cairn's own formats (`own_format`)
+/// every tensor has one, and one missing means the file was altered.
+inline void verify_checksums(std::filesystem::path const& file_path, bool own_format, verify_options const& options,
+                             verification_report& report) {
+  try {
+    io::safetensors_file file(file_path);
+    std::size_t unchecked = 0;
+    for (auto const& t : file.tensors()) {
+      try {
+        if (file.metadata().contains(io::checksum_key(t.name)))
+          file.verify(t);
+        else
+          ++unchecked;
+        progress_scope::count(t.end - t.begin);
+      } catch (error const& e) {
+        report.problems.emplace_back(e.what());
+      }
+    }
+    bool some_recorded = unchecked < file.tensors().size();
+    if (unchecked > 0 && (own_format || some_recorded || options.require_checksums))
+      report.problems.push_back(file_path.string() + ": " + std::to_string(unchecked) + " of its " +
+                                std::to_string(file.tensors().size()) + " tensors have no recorded checksum");
+    else if (unchecked > 0)
+      report.notes.push_back(file_path.string() + ": no checksums recorded (not written by cairn?): its "
+                                                  "structure is checked, its contents cannot be");
+    ++report.files;
+  } catch (error const& e) {
+    report.problems.emplace_back(e.what());
+  }
+}
+
+/// What a load would check of the checkpoint's structure: layouts against files, indexes against
+/// files, the config of an external checkpoint.
+inline void verify_structure(std::filesystem::path const& path, std::optional<checkpoint_format> format,
+                             std::vector<std::string>& problems) {
+  try {
+    if (format == checkpoint_format::distributed)
+      verify_distributed_layout(path, read_stored_metadata(path, *format), problems);
+    else if (format == checkpoint_format::state_dict)
+      verify_state_dict_layout(path, read_stored_metadata(path, *format), problems);
+    else if (format == checkpoint_format::external)
+      verify_external_config(path, problems);
+  } catch (error const& e) {
+    problems.emplace_back(e.what());
+  }
+  if (auto status = save_status(path); status.is_save && status.problem) problems.push_back(*status.problem);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) verify_indexes(path, problems);
+}
+
 } // namespace cairn::detail
 
 namespace cairn {
@@ -219,7 +269,6 @@ CAIRN_DECL verification_report verify_checkpoint(std::filesystem::path const& pa
       return report;
     }
     auto format = detect_format(path);
-    // In cairn's own formats every tensor has a checksum: one missing means the file was altered.
     bool own_format = format == checkpoint_format::distributed || format == checkpoint_format::state_dict;
     auto files = safetensors_files(path);
     std::uint64_t total = 0;
@@ -228,45 +277,8 @@ CAIRN_DECL verification_report verify_checkpoint(std::filesystem::path const& pa
       if (!ec) total += size;
     }
     progress_scope progress("verifying", path.string(), total);
-    for (auto const& file_path : files) {
-      try {
-        io::safetensors_file file(file_path);
-        std::size_t unchecked = 0;
-        for (auto const& t : file.tensors()) {
-          try {
-            if (file.metadata().contains(io::checksum_key(t.name)))
-              file.verify(t);
-            else
-              ++unchecked;
-            progress_scope::count(t.end - t.begin);
-          } catch (error const& e) {
-            problems.emplace_back(e.what());
-          }
-        }
-        bool some_recorded = unchecked < file.tensors().size();
-        if (unchecked > 0 && (own_format || some_recorded || options.require_checksums))
-          problems.push_back(file_path.string() + ": " + std::to_string(unchecked) + " of its " +
-                             std::to_string(file.tensors().size()) + " tensors have no recorded checksum");
-        else if (unchecked > 0)
-          report.notes.push_back(file_path.string() + ": no checksums recorded (not written by cairn?): its "
-                                                      "structure is checked, its contents cannot be");
-        ++report.files;
-      } catch (error const& e) {
-        problems.emplace_back(e.what());
-      }
-    }
-    try {
-      if (format == checkpoint_format::distributed)
-        detail::verify_distributed_layout(path, read_stored_metadata(path, *format), problems);
-      else if (format == checkpoint_format::state_dict)
-        detail::verify_state_dict_layout(path, read_stored_metadata(path, *format), problems);
-      else if (format == checkpoint_format::external)
-        detail::verify_external_config(path, problems);
-    } catch (error const& e) {
-      problems.emplace_back(e.what());
-    }
-    if (auto status = save_status(path); status.is_save && status.problem) problems.push_back(*status.problem);
-    if (std::filesystem::is_directory(path, ec)) detail::verify_indexes(path, problems);
+    for (auto const& file_path : files) detail::verify_checksums(file_path, own_format, options, report);
+    detail::verify_structure(path, format, problems);
   } catch (std::filesystem::filesystem_error const& e) {
     problems.emplace_back(e.what());
   } catch (error const& e) {

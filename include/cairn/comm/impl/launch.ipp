@@ -91,19 +91,13 @@ CAIRN_DECL void reserve_resources(int processes) {
 
 } // namespace cairn::comm::detail
 
-namespace cairn::comm {
+namespace cairn::comm::detail {
 
-CAIRN_DECL int launch(launch_options const& options) {
-  using namespace std::chrono;
-  if (options.processes < 1) throw comm_error(comm_errc::launch, "launch needs at least one process");
-  if (options.port < 0 || options.port > 65535)
-    throw comm_error(comm_errc::launch, "port " + std::to_string(options.port) + " is not a TCP port (1 to 65535)");
-  detail::reserve_resources(options.processes);
-  int port = options.port ? options.port : detail::free_port();
-  if (::pipe2(detail::forwarded_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+CAIRN_DECL void forward_stop_signals() {
+  if (::pipe2(forwarded_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
     throw comm_error(comm_errc::launch, std::string("cannot create a pipe: ") + std::strerror(errno));
   struct sigaction action {};
-  action.sa_handler = detail::on_signal;
+  action.sa_handler = on_signal;
   // Forwarded once per stop request; a signal ignored when the launcher starts stays ignored (nohup
   // ignores SIGHUP: the job is to outlive the terminal).
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) {
@@ -111,142 +105,171 @@ CAIRN_DECL int launch(launch_options const& options) {
     ::sigaction(s, nullptr, &before);
     if (before.sa_handler != SIG_IGN) ::sigaction(s, &action, nullptr);
   }
+}
 
-  std::vector<detail::rank_process> ranks;
-  // Each rank leads a process group of its own: a signal to the launcher's group (Ctrl-C at a
-  // terminal) reaches the ranks once, through the launcher, and stopping a rank's group stops
-  // whatever it started.
-  auto signal_groups = [&](int signal) {
-    for (auto& p : ranks) ::kill(-p.pid, signal);
-  };
-  auto abandon = [&] { // on a failure to start: nothing started outlives it
-    signal_groups(SIGKILL);
-    for (auto& p : ranks) {
-      if (p.running) ::waitpid(p.pid, nullptr, 0);
-      for (int fd : {p.out, p.err})
-        if (fd >= 0) ::close(fd);
-    }
-  };
-  for (int r = 0; r < options.processes; ++r) {
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) {
-      auto reason = errno;
-      abandon();
-      throw comm_error(comm_errc::launch, std::string("cannot create a pipe for rank ") + std::to_string(r) + ": " +
-                                              std::strerror(reason) +
-                                              (r > 0 ? "; the ranks started before it were stopped" : ""));
-    }
-    if (::pipe2(err, O_CLOEXEC) != 0) {
-      auto reason = errno;
-      ::close(out[0]);
-      ::close(out[1]);
-      abandon();
-      throw comm_error(comm_errc::launch, std::string("cannot create a pipe for rank ") + std::to_string(r) + ": " +
-                                              std::strerror(reason) +
-                                              (r > 0 ? "; the ranks started before it were stopped" : ""));
-    }
-    std::map<std::string, std::string> variables{
-        {"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(options.processes)},
-        {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(options.processes)},
-        {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", std::to_string(port)}};
-    pid_t pid = -1;
-    cairn::detail::process_options how;
-    how.own_group = true; // a Ctrl-C reaches it once, through the launcher; stopping it stops what it started
-    how.parent_death_signal = SIGKILL; // gone with the launcher, however the launcher ends
-    how.stdin_null = true;             // out of the terminal's group, reading it would stop the rank
-    how.stdout_fd = out[1];
-    how.stderr_fd = err[1];
-    int failed = cairn::detail::start_process(options.command, variables, how, pid);
-    ::close(out[1]);
-    ::close(err[1]);
-    if (failed) {
-      ::close(out[0]);
-      ::close(err[0]);
-      abandon();
-      throw comm_error(comm_errc::launch, "cannot start '" + options.command[0] + "' as rank " + std::to_string(r) +
-                                              ": " + std::strerror(failed) +
-                                              (r > 0 ? "; the ranks started before it were stopped" : ""));
-    }
-    ranks.push_back({r, pid, out[0], err[0], {}, {}, true, 0});
+CAIRN_DECL void signal_groups(std::vector<rank_process> const& ranks, int signal, bool running_only) {
+  for (auto const& p : ranks)
+    if (p.running || !running_only) ::kill(-p.pid, signal);
+}
+
+CAIRN_DECL void abandon(std::vector<rank_process>& ranks) {
+  signal_groups(ranks, SIGKILL, false);
+  for (auto& p : ranks) {
+    if (p.running) ::waitpid(p.pid, nullptr, 0);
+    for (int fd : {p.out, p.err})
+      if (fd >= 0) ::close(fd);
   }
+}
 
-  int result = 0;
-  std::optional<steady_clock::time_point> stopping;     // when the others were asked to stop
-  std::optional<steady_clock::time_point> agreed_stop;  // when a rank stopped in agreement
-  std::optional<steady_clock::time_point> all_exited;   // grandchildren may still hold the pipes
-  std::optional<steady_clock::time_point> forwarded_at; // the last stop signal forwarded
-  auto stop_all = [&](int signal) {
-    for (auto& p : ranks)
-      if (p.running) ::kill(-p.pid, signal);
+CAIRN_DECL void start_rank(launch_options const& options, int port, std::vector<rank_process>& ranks) {
+  int r = static_cast<int>(ranks.size());
+  auto refuse = [&](int reason, std::string const& what) {
+    abandon(ranks);
+    throw comm_error(comm_errc::launch,
+                     what + ": " + std::strerror(reason) + (r > 0 ? "; the ranks started before it were stopped" : ""));
   };
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) refuse(errno, "cannot create a pipe for rank " + std::to_string(r));
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    auto reason = errno;
+    ::close(out[0]);
+    ::close(out[1]);
+    refuse(reason, "cannot create a pipe for rank " + std::to_string(r));
+  }
+  std::map<std::string, std::string> variables{
+      {"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(options.processes)},
+      {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(options.processes)},
+      {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", std::to_string(port)}};
+  pid_t pid = -1;
+  cairn::detail::process_options how;
+  how.own_group = true; // a Ctrl-C reaches it once, through the launcher; stopping it stops what it started
+  how.parent_death_signal = SIGKILL; // gone with the launcher, however the launcher ends
+  how.stdin_null = true;             // out of the terminal's group, reading it would stop the rank
+  how.stdout_fd = out[1];
+  how.stderr_fd = err[1];
+  int failed = cairn::detail::start_process(options.command, variables, how, pid);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (failed) {
+    ::close(out[0]);
+    ::close(err[0]);
+    refuse(failed, "cannot start '" + options.command[0] + "' as rank " + std::to_string(r));
+  }
+  ranks.push_back({r, pid, out[0], err[0], {}, {}, true, 0});
+}
+
+CAIRN_DECL void forward_output(rank_process& p) {
+  for (auto [fd, partial, to] :
+       {std::tuple{&p.out, &p.out_partial, stdout}, std::tuple{&p.err, &p.err_partial, stderr}}) {
+    if (*fd < 0) continue;
+    pollfd probe{*fd, POLLIN, 0};
+    if (::poll(&probe, 1, 0) <= 0) continue;
+    char buffer[65536];
+    auto n = ::read(*fd, buffer, sizeof buffer);
+    if (n > 0) {
+      emit_lines(p.rank, *partial, buffer, static_cast<std::size_t>(n), to, false);
+    } else if (n == 0 || errno != EINTR) {
+      emit_lines(p.rank, *partial, nullptr, 0, to, true);
+      ::close(*fd);
+      *fd = -1;
+    }
+  }
+}
+
+CAIRN_DECL void supervisor::wait_for_events() {
+  std::vector<pollfd> fds{{forwarded_signal_pipe[0], POLLIN, 0}};
+  for (auto& p : ranks) {
+    if (p.out >= 0) fds.push_back({p.out, POLLIN, 0});
+    if (p.err >= 0) fds.push_back({p.err, POLLIN, 0});
+  }
+  ::poll(fds.data(), fds.size(), 100);
+}
+
+CAIRN_DECL void supervisor::forward_signals() {
+  unsigned char signal = 0;
+  while (::read(forwarded_signal_pipe[0], &signal, 1) == 1) {
+    auto now = std::chrono::steady_clock::now();
+    if (forwarded_at && now - *forwarded_at < options.stop_signal_window) continue; // the same request
+    forwarded_at = now;
+    signal_groups(ranks, signal, true);
+  }
+}
+
+CAIRN_DECL void supervisor::reap(rank_process& p) {
+  if (!p.running || ::waitpid(p.pid, &p.status, WNOHANG) != p.pid) return;
+  p.running = false;
+  int code = exit_code(p.status);
+  if (code == 0 || result != 0) return;
+  result = code;
+  if (code == options.agreed_stop_status) {
+    agreed_stop = std::chrono::steady_clock::now();
+  } else {
+    std::fprintf(stderr, "cairn launch: rank %d exited with status %d; stopping the others\n", p.rank, code);
+    stop_others();
+  }
+}
+
+CAIRN_DECL void supervisor::stop_others() {
+  signal_groups(ranks, SIGTERM, true);
+  stopping = std::chrono::steady_clock::now();
+}
+
+CAIRN_DECL bool supervisor::finished() {
+  using namespace std::chrono;
+  bool any_running = std::any_of(ranks.begin(), ranks.end(), [](auto const& p) { return p.running; });
+  bool any_open = std::any_of(ranks.begin(), ranks.end(), [](auto const& p) { return p.out >= 0 || p.err >= 0; });
+  if (!any_running && !any_open) return true;
+  auto now = steady_clock::now();
+  if (!any_running && !all_exited) all_exited = now;
+  if (all_exited && now - *all_exited > seconds(1)) return true;
+  if (agreed_stop && !stopping && any_running && now - *agreed_stop > options.agreed_stop_grace) {
+    std::fprintf(stderr, "cairn launch: ranks still running %lld s after one stopped with status %d; stopping them\n",
+                 static_cast<long long>(options.agreed_stop_grace.count()), options.agreed_stop_status);
+    stop_others();
+  }
+  if (stopping && now - *stopping > seconds(10)) {
+    signal_groups(ranks, SIGKILL, true);
+    stopping = now;
+  }
+  return false;
+}
+
+CAIRN_DECL int supervisor::run() {
   for (;;) {
-    std::vector<pollfd> fds{{detail::forwarded_signal_pipe[0], POLLIN, 0}};
+    wait_for_events();
+    forward_signals();
     for (auto& p : ranks) {
-      if (p.out >= 0) fds.push_back({p.out, POLLIN, 0});
-      if (p.err >= 0) fds.push_back({p.err, POLLIN, 0});
+      forward_output(p);
+      reap(p);
     }
-    ::poll(fds.data(), fds.size(), 100);
-    unsigned char signal = 0;
-    while (::read(detail::forwarded_signal_pipe[0], &signal, 1) == 1) {
-      auto now = steady_clock::now();
-      if (forwarded_at && now - *forwarded_at < options.stop_signal_window) continue; // the same request
-      forwarded_at = now;
-      stop_all(signal);
-    }
-    for (auto& p : ranks) {
-      for (auto [fd, partial, to] :
-           {std::tuple{&p.out, &p.out_partial, stdout}, std::tuple{&p.err, &p.err_partial, stderr}}) {
-        if (*fd < 0) continue;
-        pollfd probe{*fd, POLLIN, 0};
-        if (::poll(&probe, 1, 0) <= 0) continue;
-        char buffer[65536];
-        auto n = ::read(*fd, buffer, sizeof buffer);
-        if (n > 0) {
-          detail::emit_lines(p.rank, *partial, buffer, static_cast<std::size_t>(n), to, false);
-        } else if (n == 0 || errno != EINTR) {
-          detail::emit_lines(p.rank, *partial, nullptr, 0, to, true);
-          ::close(*fd);
-          *fd = -1;
-        }
-      }
-      if (p.running && ::waitpid(p.pid, &p.status, WNOHANG) == p.pid) {
-        p.running = false;
-        int code = detail::exit_code(p.status);
-        if (code != 0 && result == 0) {
-          result = code;
-          if (code == options.agreed_stop_status) {
-            agreed_stop = steady_clock::now();
-          } else {
-            std::fprintf(stderr, "cairn launch: rank %d exited with status %d; stopping the others\n", p.rank, code);
-            stop_all(SIGTERM);
-            stopping = steady_clock::now();
-          }
-        }
-      }
-    }
-    bool any_running = std::any_of(ranks.begin(), ranks.end(), [](auto const& p) { return p.running; });
-    bool any_open = std::any_of(ranks.begin(), ranks.end(), [](auto const& p) { return p.out >= 0 || p.err >= 0; });
-    if (!any_running && !any_open) break;
-    if (!any_running && !all_exited) all_exited = steady_clock::now();
-    if (all_exited && steady_clock::now() - *all_exited > seconds(1)) break;
-    if (agreed_stop && !stopping && any_running && steady_clock::now() - *agreed_stop > options.agreed_stop_grace) {
-      std::fprintf(stderr, "cairn launch: ranks still running %lld s after one stopped with status %d; stopping them\n",
-                   static_cast<long long>(options.agreed_stop_grace.count()), options.agreed_stop_status);
-      stop_all(SIGTERM);
-      stopping = steady_clock::now();
-    }
-    if (stopping && steady_clock::now() - *stopping > seconds(10)) {
-      stop_all(SIGKILL);
-      stopping = steady_clock::now();
-    }
+    if (finished()) break;
   }
   for (auto& p : ranks)
     for (int fd : {p.out, p.err})
       if (fd >= 0) ::close(fd);
   // A failed job leaves nothing behind: what its ranks started (still holding their process
   // groups) goes with it.
-  if (result != 0 && result != options.agreed_stop_status) signal_groups(SIGKILL);
+  if (result != 0 && result != options.agreed_stop_status) signal_groups(ranks, SIGKILL, false);
   return result;
+}
+
+} // namespace cairn::comm::detail
+
+namespace cairn::comm {
+
+CAIRN_DECL int launch(launch_options const& options) {
+  if (options.processes < 1) throw comm_error(comm_errc::launch, "launch needs at least one process");
+  if (options.port < 0 || options.port > 65535)
+    throw comm_error(comm_errc::launch, "port " + std::to_string(options.port) + " is not a TCP port (1 to 65535)");
+  detail::reserve_resources(options.processes);
+  int port = options.port ? options.port : detail::free_port();
+  detail::forward_stop_signals();
+  // Each rank leads a process group of its own: a signal to the launcher's group (Ctrl-C at a
+  // terminal) reaches the ranks once, through the launcher, and stopping a rank's group stops
+  // whatever it started.
+  detail::supervisor job(options);
+  for (int r = 0; r < options.processes; ++r) detail::start_rank(options, port, job.ranks);
+  return job.run();
 }
 
 } // namespace cairn::comm

@@ -17,12 +17,65 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/parser.h>
 
 namespace cairn::detail {
+
+inline bool all_digits(std::string_view d, auto accept) {
+  return !d.empty() && std::all_of(d.begin(), d.end(), [&](char c) { return accept(c); });
+}
+inline bool decimal_digit(char c) { return c >= '0' && c <= '9'; }
+
+/// The digits and base of a core-schema integer ([0-9]+, 0o[0-7]+, 0x[0-9a-fA-F]+) in `body` (the
+/// scalar without its sign; `signed_` when it had one: 0o and 0x take none), or base 0.
+inline std::pair<std::string_view, int> integer_digits(std::string_view body, bool signed_) {
+  if (all_digits(body, decimal_digit)) return {body, 10};
+  if (signed_ || body.size() <= 2 || body[0] != '0') return {{}, 0};
+  auto rest = body.substr(2);
+  if (body[1] == 'o' && all_digits(rest, [](char c) { return c >= '0' && c <= '7'; })) return {rest, 8};
+  if (body[1] == 'x' && all_digits(rest, [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }))
+    return {rest, 16};
+  return {{}, 0};
+}
+
+/// The integer of `number` in `base`, negated with `negative`: an int64 where it fits, else a
+/// uint64; false when out of both ranges.
+inline bool resolve_integer(std::string_view number, int base, bool negative, boost::json::value& out) {
+  std::uint64_t magnitude = 0;
+  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), magnitude, base);
+  if (ec != std::errc{} || end != number.data() + number.size()) return false;
+  constexpr auto largest = std::uint64_t(std::numeric_limits<std::int64_t>::max());
+  if (!negative && magnitude <= largest)
+    out = static_cast<std::int64_t>(magnitude);
+  else if (!negative)
+    out = magnitude;
+  else if (magnitude <= largest + 1)
+    out = static_cast<std::int64_t>(0 - magnitude);
+  else
+    return false;
+  return true;
+}
+
+/// Whether `body` (without its sign) is a core-schema float: (\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+inline bool float_syntax(std::string_view body) {
+  std::size_t at = 0, whole = 0, fraction = 0;
+  while (at < body.size() && decimal_digit(body[at])) ++at, ++whole;
+  if (at < body.size() && body[at] == '.') {
+    ++at;
+    while (at < body.size() && decimal_digit(body[at])) ++at, ++fraction;
+  }
+  if (whole == 0 && fraction == 0) return false;
+  if (at < body.size() && (body[at] == 'e' || body[at] == 'E')) {
+    std::size_t exponent = at + 1;
+    if (exponent < body.size() && (body[exponent] == '-' || body[exponent] == '+')) ++exponent;
+    return all_digits(body.substr(std::min(exponent, body.size())), decimal_digit);
+  }
+  return at == body.size();
+}
 
 /// What a plain (unquoted, untagged) scalar means in the YAML 1.2 core schema. Returns false
 /// for an integer out of range.
@@ -35,69 +88,15 @@ inline bool resolve_plain_scalar(std::string_view s, boost::json::value& out) {
     out = s[0] == 't' || s[0] == 'T';
     return true;
   }
-  auto digits = [](std::string_view d, auto accept) {
-    return !d.empty() && std::all_of(d.begin(), d.end(), [&](char c) { return accept(c); });
-  };
-  auto decimal = [](char c) { return c >= '0' && c <= '9'; };
   std::string_view body = s;
-  bool negative = false;
-  if (body[0] == '-' || body[0] == '+') {
-    negative = body[0] == '-';
-    body.remove_prefix(1);
-  }
-  // Integers: [-+]?[0-9]+, 0o[0-7]+, 0x[0-9a-fA-F]+.
-  int base = 0;
-  std::string_view number;
-  if (digits(body, decimal)) {
-    base = 10;
-    number = body;
-  } else if (body.size() > 2 && body[0] == '0' && body[1] == 'o' && body.data() == s.data() &&
-             digits(body.substr(2), [](char c) { return c >= '0' && c <= '7'; })) {
-    base = 8;
-    number = body.substr(2);
-  } else if (body.size() > 2 && body[0] == '0' && body[1] == 'x' && body.data() == s.data() &&
-             digits(body.substr(2), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; })) {
-    base = 16;
-    number = body.substr(2);
-  }
-  if (base) {
-    std::uint64_t magnitude = 0;
-    auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), magnitude, base);
-    if (ec != std::errc{} || end != number.data() + number.size()) return false;
-    if (!negative && magnitude <= std::uint64_t(std::numeric_limits<std::int64_t>::max()))
-      out = static_cast<std::int64_t>(magnitude);
-    else if (!negative)
-      out = magnitude;
-    else if (magnitude <= std::uint64_t(std::numeric_limits<std::int64_t>::max()) + 1)
-      out = static_cast<std::int64_t>(0 - magnitude);
-    else
-      return false;
-    return true;
-  }
-  // Floats: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?, [-+]?\.inf, \.nan.
+  bool negative = body[0] == '-', signed_ = negative || body[0] == '+';
+  if (signed_) body.remove_prefix(1);
+  if (auto [number, base] = integer_digits(body, signed_); base) return resolve_integer(number, base, negative, out);
   if (body == ".inf" || body == ".Inf" || body == ".INF") {
     out = negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-    return true;
-  }
-  if (s == ".nan" || s == ".NaN" || s == ".NAN") {
+  } else if (s == ".nan" || s == ".NaN" || s == ".NAN") {
     out = std::numeric_limits<double>::quiet_NaN();
-    return true;
-  }
-  std::size_t at = 0;
-  std::size_t whole = 0, fraction = 0;
-  while (at < body.size() && decimal(body[at])) ++at, ++whole;
-  if (at < body.size() && body[at] == '.') {
-    ++at;
-    while (at < body.size() && decimal(body[at])) ++at, ++fraction;
-  }
-  bool mantissa = whole > 0 || fraction > 0;
-  if (mantissa && at < body.size() && (body[at] == 'e' || body[at] == 'E')) {
-    std::size_t exponent = at + 1;
-    if (exponent < body.size() && (body[exponent] == '-' || body[exponent] == '+')) ++exponent;
-    if (!digits(body.substr(std::min(exponent, body.size())), decimal)) mantissa = false;
-    at = body.size();
-  }
-  if (mantissa && at == body.size()) {
+  } else if (float_syntax(body)) {
     double value = 0;
     auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), value);
     if (ec == std::errc::result_out_of_range)
@@ -105,9 +104,9 @@ inline bool resolve_plain_scalar(std::string_view s, boost::json::value& out) {
     else if (ec != std::errc{} || end != body.data() + body.size())
       return false;
     out = negative ? -value : value;
-    return true;
+  } else {
+    out = std::string(s);
   }
-  out = std::string(s);
   return true;
 }
 
