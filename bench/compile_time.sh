@@ -19,7 +19,6 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 printf '#include <boost/json.hpp>\nint main() { return boost::json::value(1).is_int64() ? 0 : 1; }\n' >"$out/baseline.cpp"
 printf '#include <ATen/core/Tensor.h>\nint main() { return at::Tensor().defined() ? 1 : 0; }\n' >"$out/tensor.cpp"
-printf '#include <cairn/config/src.hpp>\n' >"$out/config_src.cpp"
 printf '#include <cairn/src.hpp>\n' >"$out/src.cpp"
 
 source bench/compile_common.sh
@@ -47,7 +46,7 @@ for _ in 1 2 3; do
   base=$(min "$base" "$(seconds -c "$out/baseline.cpp")")
   header=$(min "$header" "$(seconds -c bench/compile_20_structs.cpp)")
   separate=$(min "$separate" "$(seconds -DCAIRN_SEPARATE_COMPILATION -c bench/compile_20_structs.cpp)")
-  src=$(min "$src" "$(seconds -DCAIRN_SEPARATE_COMPILATION -c "$out/config_src.cpp")")
+  src=$(min "$src" "$(seconds -DCAIRN_SEPARATE_COMPILATION -c "$out/src.cpp")")
   if ((${#checkpoint_flags[@]})); then
     cxx=$checkpoint_cxx flags=("${checkpoint_flags[@]}")
     tensor=$(min "$tensor" "$(seconds -c "$out/tensor.cpp")")
@@ -61,7 +60,7 @@ printf 'compile time (%s %s), best of 3\n' "${CXX:-c++}" "${opt[*]}"
 row '<boost/json.hpp> alone (baseline)' "$base"
 row 'cairn/config.hpp + 20 structs, header-only' "$header" "$base"
 row 'the same, CAIRN_SEPARATE_COMPILATION' "$separate" "$base"
-row '<cairn/config/src.hpp>, compiled once per program' "$src"
+row '<cairn/src.hpp> without libtorch (cairn::core_compiled)' "$src"
 if ((${#checkpoint_flags[@]})); then
   row '<ATen/core/Tensor.h> alone (baseline)' "$tensor"
   row 'cairn/checkpoint.hpp: save, verify, load; header-only' "$checkpoint" "$tensor"

@@ -1,6 +1,6 @@
 # Fails when a header includes a layer above its own, or when the tool or the examples reach
-# into cairn's internals (`detail::`): they use the public API, as users do. Layers, lowest first (see README,
-# "Architecture"): the base (cairn/error.hpp, cairn/diagnostics.hpp, cairn/progress.hpp, cairn/detail/,
+# into cairn's internals (`detail::`): they use the public API, as users do. Layers, lowest first (see
+# docs/api.md): the base (cairn/error.hpp, cairn/diagnostics.hpp, cairn/progress.hpp, cairn/detail/,
 # cairn/impl/),
 # config/, then io/ and comm/ (side by side: neither includes the other), checkpoint/, training/.
 # cairn/src.hpp (the definitions of every layer) is, like cairn/cairn.hpp, above everything.
