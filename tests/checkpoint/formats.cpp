@@ -247,6 +247,7 @@ TEST_CASE("metadata of an earlier version loads through the migration chain") {
   REQUIRE(metadata.ranks.size() == 1);
   CHECK(metadata.ranks[0].parameters[0].name == "w");
   CHECK(metadata.metadata.at("iteration") == 7);
+  CHECK(metadata.iteration == 7); // a save of any version gives its iteration typed
 }
 
 TEST_CASE("checkpoints an earlier cairn wrote (2 ranks, rows split) still verify and load bitwise") {
@@ -264,6 +265,7 @@ TEST_CASE("checkpoints an earlier cairn wrote (2 ranks, rows split) still verify
       auto metadata = cairn::load_checkpoint(state, comm, load_config(data / name, format));
       CHECK(test_model::mismatches(state) == 0);
       CHECK(metadata.metadata.at("iteration") == 42);
+      CHECK(metadata.iteration == 42);
       CHECK(metadata.config.at("program") == "worker");
     }
   }

@@ -145,6 +145,7 @@ TEST_CASE("exports have their own schedule, directory, format and retention") {
   load.format = checkpoint_format::state_dict;
   auto metadata = load_checkpoint(loaded, comm, load);
   CHECK(metadata.metadata.at("iteration").as_int64() == 6);
+  CHECK(metadata.iteration == 6); // typed, for every reader
   CHECK(loaded.parameters[0].shards[0].equal([&] {
     auto s = manager_test::make(0, 1, 0);
     manager_test::fill(s, 6);

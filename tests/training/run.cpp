@@ -96,6 +96,7 @@ TEST_CASE("every save stores the program's whole config, so that it serves as pr
   auto stored = cairn::read_stored_metadata(tmp / "first" / "checkpoints" / "6", cairn::checkpoint_format::distributed);
   CHECK(stored.config.at("model").at("width") == 8);
   CHECK(stored.metadata.at("iteration") == 6);
+  CHECK(stored.iteration == 6);
 
   // A new run asks for width 4; load_config=model takes the stored width 8, and its weights.
   auto cfg = config(tmp / "second", {"model.width=4"});

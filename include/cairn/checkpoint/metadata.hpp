@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,11 @@ struct checkpoint_metadata {
   std::vector<rank_layout> ranks;           ///< distributed: what each rank saved
   std::vector<parameter_layout> parameters; ///< state_dict: every parameter, whole
   boost::json::value config;                ///< the saving program's config
-  boost::json::value metadata;              ///< the caller's: iteration, optimizer step, …
+  boost::json::value metadata;              ///< the caller's: optimizer step, loss, …
+  /// The training iteration of a save the checkpoint manager made (any version of cairn), read
+  /// from where it is stored: `"iteration"` in `metadata`, so that earlier readers find it too.
+  /// Not a described field: the stored form is unchanged.
+  std::optional<std::int64_t> iteration;
 };
 BOOST_DESCRIBE_STRUCT(checkpoint_metadata, (),
                       (format, version, save_id, shard_names, ranks, parameters, config, metadata))
@@ -59,6 +64,9 @@ namespace detail {
 /// Replaces every NaN or infinite number in `v` by the string "NaN", "Infinity" or "-Infinity"
 /// (JSON has no such numbers), with a warning naming its key.
 CAIRN_DECL void make_finite(boost::json::value& v, std::string const& path);
+
+/// The iteration stored in a save's `metadata` (an integer under "iteration"), or nothing.
+CAIRN_DECL std::optional<std::int64_t> stored_iteration(boost::json::value const& metadata);
 
 /// The metadata stored with a save at `iteration`: the caller's object with "iteration" added
 /// (anything else than an object is kept under "user"). A NaN or infinite number (a diverged

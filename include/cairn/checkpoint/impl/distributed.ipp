@@ -48,6 +48,7 @@ CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communica
   }
   metadata.config = program_config;
   metadata.metadata = user_metadata;
+  metadata.iteration = detail::stored_iteration(user_metadata);
   for (std::size_t r = 0; r < out.ranks.size(); ++r) {
     planned_file file{rank_file({}, static_cast<int>(r)).string(), static_cast<int>(r), {}, {}};
     if (file.writer == comm.rank()) { // the identity of a file is its writer's to record

@@ -46,7 +46,9 @@ CAIRN_DECL checkpoint_metadata parse_checkpoint_metadata(boost::json::value docu
     throw config_error({{source, "checkpoint metadata has no version; is this a cairn checkpoint?"}});
   checkpoint_metadata_migrations().migrate(object, std::string(version->get_string()), source);
   try {
-    return parse<checkpoint_metadata>(document);
+    auto out = parse<checkpoint_metadata>(document);
+    out.iteration = detail::stored_iteration(out.metadata);
+    return out;
   } catch (config_error const& e) {
     std::vector<diagnostic> errors;
     for (auto const& d : e.errors()) errors.push_back({source + ": " + d.path, d.message});
@@ -75,6 +77,12 @@ CAIRN_DECL void make_finite(boost::json::value& v, std::string const& path) {
 } // namespace cairn::detail
 
 namespace cairn {
+
+CAIRN_DECL std::optional<std::int64_t> detail::stored_iteration(boost::json::value const& metadata) {
+  auto const* stored = metadata.is_object() ? metadata.get_object().if_contains("iteration") : nullptr;
+  if (stored && stored->is_int64()) return stored->get_int64();
+  return std::nullopt;
+}
 
 CAIRN_DECL boost::json::value detail::with_iteration(boost::json::value const& metadata, std::int64_t iteration) {
   boost::json::object out;

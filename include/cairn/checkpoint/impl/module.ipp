@@ -18,6 +18,39 @@
 
 namespace cairn::detail {
 
+/// The key libtorch's optimizers file a parameter's state under: the address of its TensorImpl,
+/// as text in libtorch 1.x and as a pointer in 2.x.
+template <class Optimizer> auto optimizer_state_key(Optimizer const& optimizer, at::Tensor const& parameter) {
+  using key = typename std::decay_t<decltype(optimizer.state())>::key_type;
+  if constexpr (std::is_same_v<key, std::string>) {
+    std::ostringstream text;
+    text << static_cast<void const*>(parameter.unsafeGetTensorImpl());
+    return text.str();
+  } else {
+    return static_cast<key>(parameter.unsafeGetTensorImpl());
+  }
+}
+
+template <class Optimizer> torch::optim::AdamParamState& adam_state_of(Optimizer& optimizer, at::Tensor const& p) {
+  auto& states = optimizer.state();
+  auto key = optimizer_state_key(optimizer, p);
+  auto found = states.find(key);
+  if (found == states.end()) {
+    // What Adam creates at its first step, created now so that there is something to save and
+    // to load into; Adam then carries on from it exactly as from its own.
+    auto state = std::make_unique<torch::optim::AdamParamState>();
+    state->step(0);
+    state->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+    state->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+    found = states.emplace(std::move(key), std::move(state)).first;
+  }
+  auto* adam = dynamic_cast<torch::optim::AdamParamState*>(found->second.get());
+  if (!adam)
+    throw checkpoint_error(checkpoint_errc::invalid_state,
+                           "adam_state: the optimizer's state of a parameter is not Adam's");
+  return *adam;
+}
+
 CAIRN_DECL std::vector<std::pair<at::Tensor, bool>> adam_parameters(torch::optim::Adam& optimizer) {
   std::vector<std::pair<at::Tensor, bool>> out;
   for (auto& group : optimizer.param_groups()) {
@@ -67,6 +100,10 @@ CAIRN_DECL model_state adam_state(torch::nn::Module const& module, torch::optim:
   }
   state.check();
   return state;
+}
+
+CAIRN_DECL void set_adam_step(torch::optim::Adam& optimizer, std::int64_t step) {
+  for (auto const& [p, amsgrad] : detail::adam_parameters(optimizer)) detail::adam_state_of(optimizer, p).step(step);
 }
 
 } // namespace cairn

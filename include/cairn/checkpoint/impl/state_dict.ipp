@@ -49,6 +49,7 @@ CAIRN_DECL save_plan state_dict::plan(model_state const& state, comm::communicat
   for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
   metadata.config = program_config;
   metadata.metadata = user_metadata;
+  metadata.iteration = detail::stored_iteration(user_metadata);
 
   // Files of at most parameters_per_file elements, parameters in name order; file i written by
   // rank i mod world size, so that the ranks write their files at the same time.

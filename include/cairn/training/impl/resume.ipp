@@ -60,13 +60,12 @@ CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& c
       comm::all_succeed(comm, "cannot load " + load.path.string(), [&] {
         out.metadata = load_checkpoint(state, comm, load, verify);
         // As the seed checks: the checkpoint is of the iteration its directory names.
-        auto const* stored =
-            out.metadata.metadata.is_object() ? out.metadata.metadata.get_object().if_contains("iteration") : nullptr;
-        if (!stored || !stored->is_int64() || stored->get_int64() != iteration)
-          throw checkpoint_error(checkpoint_errc::mismatch,
-                                 load.path.string() + ": its metadata says iteration " +
-                                     (stored ? to_compact_json(*stored) : std::string("nothing")) + ", its directory " +
-                                     std::to_string(iteration));
+        if (out.metadata.iteration != iteration)
+          throw checkpoint_error(
+              checkpoint_errc::mismatch,
+              load.path.string() + ": its metadata says iteration " +
+                  (out.metadata.iteration ? std::to_string(*out.metadata.iteration) : std::string("nothing")) +
+                  ", its directory " + std::to_string(iteration));
       });
       return out;
     } catch (std::exception const& e) {
