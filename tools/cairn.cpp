@@ -38,10 +38,12 @@ commands:
                             (keys as in the library's configs; `cairn convert --help` lists them);
                             written aside and renamed into place; a non-empty output is refused
                             unless replace=true, a save of an experiment always
-  launch -n N [--port P] -- PROGRAM ARGS...
-                            run N local processes with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR
-                            and MASTER_PORT set; output prefixed with the rank; signals forwarded
-                            once per stop request; all stopped when one fails
+  launch -n N [--nnodes M --node-rank R --master-addr HOST] [--master-port P] -- PROGRAM ARGS...
+                            run N processes on this node with the torchrun variables (RANK,
+                            WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
+                            MASTER_PORT); output prefixed with the rank; signals forwarded once
+                            per stop request; all stopped when one fails. A job of M nodes runs
+                            one launcher a node, each with its R and node 0's HOST and port
   check-storage DIR         what the filesystem of DIR guarantees of what saves rely on (fsync,
                             rename, flock, read-after-write, mmap, free space); exit 1 if any fails
 )";
@@ -153,23 +155,33 @@ int launch(std::vector<std::string> const& args) {
   cairn::comm::launch_options options;
   std::size_t i = 0;
   for (; i < args.size() && args[i] != "--"; ++i) {
-    auto value = [&]() -> int {
+    auto text = [&] {
       if (i + 1 >= args.size()) throw usage_error(args[i] + " needs a value");
-      auto text = args[++i];
+      return args[++i];
+    };
+    auto number = [&](int low, int high) {
+      auto option = args[i];
+      auto value = text();
       try {
         std::size_t used = 0;
-        int v = std::stoi(text, &used);
-        if (used == text.size() && v > 0) return v;
+        int v = std::stoi(value, &used);
+        if (used == value.size() && v >= low && v <= high) return v;
       } catch (std::exception const&) {
       }
-      throw usage_error(args[i - 1] + " needs a positive integer, got '" + text + "'");
+      throw usage_error(option + " needs an integer in [" + std::to_string(low) + ", " + std::to_string(high) +
+                        "], got '" + value + "'");
     };
-    if (args[i] == "-n" || args[i] == "--nproc") {
-      options.processes = value();
-    } else if (args[i] == "--port") {
-      options.port = value();
-      if (options.port > 65535) throw usage_error("--port needs a TCP port (1 to 65535), got " + args[i]);
-    } else
+    if (args[i] == "-n" || args[i] == "--nproc" || args[i] == "--nproc-per-node")
+      options.processes = number(1, 1 << 20);
+    else if (args[i] == "--port" || args[i] == "--master-port")
+      options.port = number(1, 65535);
+    else if (args[i] == "--nnodes")
+      options.nnodes = number(1, 1 << 16);
+    else if (args[i] == "--node-rank")
+      options.node_rank = number(0, (1 << 16) - 1);
+    else if (args[i] == "--master-addr")
+      options.master_addr = text();
+    else
       throw usage_error("unknown option '" + args[i] + "' for launch");
   }
   if (options.processes == 0) throw usage_error("launch needs -n N");

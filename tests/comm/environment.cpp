@@ -111,3 +111,108 @@ TEST_CASE("an enumerator named after a keyword (auto_) is spelt without its unde
   CHECK(cairn::from_json<comm_choice>(boost::json::object{{"comm", "auto"}}).comm == cairn::comm::backend::auto_);
   CHECK_THROWS_AS(cairn::from_json<comm_choice>(boost::json::object{{"comm", "auto_"}}), cairn::config_error);
 }
+
+namespace {
+/// An environment of exactly these variables.
+cairn::comm::variable_lookup only(std::map<std::string, std::string> variables) {
+  return [variables = std::move(variables)](char const* name) -> std::optional<std::string> {
+    auto found = variables.find(name);
+    return found == variables.end() ? std::nullopt : std::optional<std::string>(found->second);
+  };
+}
+} // namespace
+
+TEST_CASE("a task of srun: SLURM's variables alone give the rank, the node and the rendezvous") {
+  // Task 5 of 8 on the second of two nodes of four tasks each, as `srun -N2 --ntasks-per-node=4` starts it.
+  std::map<std::string, std::string> slurm{{"SLURM_PROCID", "5"},
+                                           {"SLURM_NTASKS", "8"},
+                                           {"SLURM_LOCALID", "1"},
+                                           {"SLURM_NODEID", "1"},
+                                           {"SLURM_TASKS_PER_NODE", "4(x2)"},
+                                           {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+                                           {"SLURM_JOB_ID", "123456"},
+                                           {"SLURM_STEP_ID", "0"}};
+  auto env = cairn::comm::read_environment(only(slurm));
+  CHECK(env.source == "SLURM");
+  CHECK(env.rank == 5);
+  CHECK(env.world_size == 8);
+  CHECK(env.local_rank == 1);
+  CHECK(env.local_world_size == 4);
+  CHECK(env.node_rank == 1);
+  CHECK(env.master_addr == "gpu07");                // the first host of the job, node 0
+  CHECK(env.master_port == 20000 + 123456 % 10000); // the same on every task of the job
+  CHECK(cairn::comm::launched_as_rank(only(slurm)));
+
+  // MASTER_ADDR and MASTER_PORT, where set, win over what SLURM gives.
+  auto with_master = slurm;
+  with_master["MASTER_ADDR"] = "10.1.2.3";
+  with_master["MASTER_PORT"] = "29400";
+  auto chosen = cairn::comm::read_environment(only(with_master));
+  CHECK(chosen.master_addr == "10.1.2.3");
+  CHECK(chosen.master_port == 29400);
+
+  // The torchrun variables win over SLURM's: `cairn launch` (or torchrun) inside an allocation.
+  auto launched = slurm;
+  for (auto [k, v] : {std::pair{"RANK", "2"},
+                      {"WORLD_SIZE", "3"},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", "1234"},
+                      {"LOCAL_RANK", "2"},
+                      {"LOCAL_WORLD_SIZE", "3"},
+                      {"GROUP_RANK", "0"}})
+    launched[k] = v;
+  auto inner = cairn::comm::read_environment(only(launched));
+  CHECK(inner.source == "torchrun variables");
+  CHECK(inner.rank == 2);
+  CHECK(inner.world_size == 3);
+  CHECK(inner.local_world_size == 3);
+  CHECK(inner.master_port == 1234);
+}
+
+TEST_CASE("SLURM node lists and task counts in their compressed forms") {
+  using cairn::comm::detail::first_slurm_host;
+  using cairn::comm::detail::slurm_tasks_on_node;
+  CHECK(first_slurm_host("node[01-04,07],gpu2") == "node01"); // zero padding kept
+  CHECK(first_slurm_host("gnode[10,20,25,37]") == "gnode10");
+  CHECK(first_slurm_host("a17,b3") == "a17");
+  CHECK(first_slurm_host("rack[2-3]-node[5-6]") == "rack2-node5");
+  CHECK(first_slurm_host("single") == "single");
+  for (auto bad : {"", "node[", "node[]", "node]1", "node[a-b]", ",x"})
+    CHECK_KIND(first_slurm_host(bad), cairn::comm_errc::environment);
+  CHECK(slurm_tasks_on_node("4", 0) == 4);
+  CHECK(slurm_tasks_on_node("4(x2),3", 0) == 4);
+  CHECK(slurm_tasks_on_node("4(x2),3", 1) == 4);
+  CHECK(slurm_tasks_on_node("4(x2),3", 2) == 3);
+  CHECK(slurm_tasks_on_node("2,1(x3)", 3) == 1);
+  CHECK_THROWS_WITH(slurm_tasks_on_node("4(x2),3", 3), doctest::Contains("no node 3 (it lists 3)"));
+  for (auto bad : {"", "4(x2", "x", "4(x0)", "0"})
+    CHECK_KIND(slurm_tasks_on_node(bad, 0), cairn::comm_errc::environment);
+}
+
+TEST_CASE("SLURM without what the rendezvous needs, or outside an srun step, says so") {
+  std::map<std::string, std::string> slurm{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}};
+  CHECK_THROWS_WITH_AS(cairn::comm::read_environment(only(slurm)), doctest::Contains("SLURM_JOB_NODELIST"),
+                       cairn::comm_error);
+  slurm["SLURM_JOB_NODELIST"] = "n[1-2]";
+  CHECK_THROWS_WITH_AS(cairn::comm::read_environment(only(slurm)), doctest::Contains("MASTER_PORT"), cairn::comm_error);
+  slurm["SLURM_PROCID"] = "2"; // not a task of a 2-task job
+  slurm["MASTER_PORT"] = "29500";
+  CHECK_THROWS_WITH(cairn::comm::read_environment(only(slurm)), doctest::Contains("SLURM_PROCID=2"));
+
+  // The batch script itself has SLURM_PROCID and SLURM_NTASKS too: one process, warned.
+  slurm["SLURM_PROCID"] = "0";
+  slurm.erase("SLURM_STEP_ID");
+  std::vector<std::string> warnings;
+  cairn::scoped_diagnostic_sink sink([&](cairn::severity s, cairn::diagnostic const& d) {
+    if (s == cairn::severity::warning) warnings.push_back(d.to_string());
+  });
+  auto env = cairn::comm::read_environment(only(slurm));
+  CHECK(env.world_size == 2);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("outside an srun step") != std::string::npos);
+
+  // A single task needs no rendezvous at all.
+  auto alone = cairn::comm::read_environment(only({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));
+  CHECK(alone.world_size == 1);
+  CHECK_FALSE(cairn::comm::launched_as_rank(only({{"SLURM_PROCID", "0"}})));
+}

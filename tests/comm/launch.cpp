@@ -255,6 +255,28 @@ TEST_CASE("a line without an end is printed in pieces, not held without bound") 
   CHECK(occurrences(r.output, "x") == 300000);
 }
 
+TEST_CASE("a job of two nodes: each launcher starts its node's ranks with the job's rank and rendezvous") {
+  auto vars = "-- sh -c 'echo $RANK/$WORLD_SIZE/$LOCAL_RANK/$LOCAL_WORLD_SIZE/$GROUP_RANK/$MASTER_ADDR:$MASTER_PORT'";
+  auto second =
+      run(std::string("launch -n 2 --nnodes 2 --node-rank 1 --master-addr 10.0.0.9 --master-port 29511 ") + vars);
+  CHECK(second.status == 0);
+  CHECK(second.output.find("[rank 2] 2/4/0/2/1/10.0.0.9:29511\n") != std::string::npos); // prefixed with the job's rank
+  CHECK(second.output.find("[rank 3] 3/4/1/2/1/10.0.0.9:29511\n") != std::string::npos);
+  auto one = run(std::string("launch -n 3 ") + vars); // one node: GROUP_RANK 0, every rank local
+  CHECK(one.output.find("[rank 2] 2/3/2/3/0/127.0.0.1:") != std::string::npos);
+
+  // Nodes that cannot meet are refused before any rank starts.
+  auto no_port = run("launch -n 1 --nnodes 2 --node-rank 0 --master-addr 10.0.0.9 -- true");
+  CHECK(no_port.status == 1);
+  CHECK(no_port.output.find("needs --master-port") != std::string::npos);
+  auto no_node = run("launch -n 1 --nnodes 2 --node-rank 2 --master-port 29511 -- true");
+  CHECK(no_node.status == 1);
+  CHECK(no_node.output.find("--node-rank 2 is not a node of 2") != std::string::npos);
+  CHECK(run("launch -n 1 --nnodes 0 -- true").status == 2);
+  CHECK(run("launch -n 1 --node-rank -1 -- true").status == 2);
+  CHECK(run("launch -n 1 --master-addr").status == 2);
+}
+
 TEST_CASE("usage errors") {
   CHECK(run("launch --port 70000 -n 1 -- true").status == 2);
   CHECK(run("launch --port 65535x -n 1 -- true").status == 2);

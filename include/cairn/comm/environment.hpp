@@ -1,7 +1,8 @@
 #pragma once
 
-// The torchrun convention for distributed runs: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-// MASTER_PORT. No libtorch.
+// Where a process sits in a distributed run, from its environment: the torchrun variables
+// (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT), which
+// `cairn launch` and torchrun set, else SLURM's (a task of `srun`). No libtorch.
 
 #include <cairn/detail/decl.hpp>
 #include <cairn/error.hpp>
@@ -11,6 +12,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,10 +23,16 @@ namespace cairn::comm {
 struct distributed_environment {
   int rank = 0;
   int world_size = 1;
-  int local_rank = 0;
+  int local_rank = 0;       ///< among the ranks of this node
+  int local_world_size = 1; ///< the ranks of this node
+  int node_rank = 0;        ///< this node's index among the job's nodes
   std::string master_addr = "127.0.0.1";
   std::uint16_t master_port = 0;
+  std::string source = "one process"; ///< "torchrun variables", "SLURM" or "one process"
 };
+
+/// Reads an environment variable: nothing when it is not set.
+using variable_lookup = std::function<std::optional<std::string>(char const* name)>;
 
 namespace detail {
 CAIRN_DECL std::optional<std::string> variable(char const* name);
@@ -40,15 +48,40 @@ template <class T> T number(char const* name, std::string const& text, long long
 }
 } // namespace detail
 
-/// Reads the torchrun variables. RANK and WORLD_SIZE, and MASTER_ADDR and MASTER_PORT when the
-/// world has more than one process, are required: a missing or malformed one is an error naming it.
+/// Where this process sits, in this order of precedence:
+/// 1. The torchrun variables, when WORLD_SIZE is set (`cairn launch`, torchrun): RANK and
+///    WORLD_SIZE are required, and MASTER_ADDR and MASTER_PORT when the world has more than one
+///    process; LOCAL_RANK (0), LOCAL_WORLD_SIZE (the world) and GROUP_RANK (0) are optional.
+/// 2. SLURM's, when SLURM_PROCID and SLURM_NTASKS are set (a task of `srun`): the rank, the
+///    world size, SLURM_LOCALID (0), SLURM_NODEID (0), the tasks of this node from
+///    SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE (`4(x2),3`: four on each of the first two
+///    nodes, three on the third); MASTER_ADDR if set, else the first host of SLURM_JOB_NODELIST
+///    (or SLURM_NODELIST), its bracket syntax expanded (`gpu[07-09,12]` -> `gpu07`); MASTER_PORT
+///    if set, else 20000 + SLURM_JOB_ID mod 10000 (the same on every task of the job).
+///    Outside an `srun` step (no SLURM_STEP_ID: the batch script itself) a warning says that
+///    only this process runs.
+/// A missing or malformed variable is an error naming it; anything else is an error too.
+CAIRN_DECL distributed_environment read_environment(variable_lookup const& lookup);
+
+/// `read_environment` of this process's environment.
 CAIRN_DECL distributed_environment read_environment();
 
-/// The environment of this process: the torchrun variables when a launcher set them (WORLD_SIZE
-/// is set), else one process alone.
-inline distributed_environment environment_or_single() {
-  return detail::variable("WORLD_SIZE") ? read_environment() : distributed_environment{};
-}
+/// Whether a launcher started this process as a rank: WORLD_SIZE, or SLURM_PROCID and
+/// SLURM_NTASKS, are set.
+CAIRN_DECL bool launched_as_rank(variable_lookup const& lookup);
+
+/// The environment of this process: what its launcher says (`read_environment`) when one
+/// started it, else one process alone.
+CAIRN_DECL distributed_environment environment_or_single();
+
+namespace detail {
+/// The first host of a SLURM node list: `node[01-04,07],gpu2` -> `node01`. An error names a
+/// list it cannot read.
+CAIRN_DECL std::string first_slurm_host(std::string_view nodelist);
+/// The tasks on node `node` of a SLURM tasks-per-node list (`4(x2),3`); an error names a list
+/// it cannot read or that has no such node.
+CAIRN_DECL int slurm_tasks_on_node(std::string_view list, int node);
+} // namespace detail
 
 /// The CUDA device a rank uses: its LOCAL_RANK among the `visible` devices (NCCL puts one rank on
 /// each GPU). An error says why there is none.

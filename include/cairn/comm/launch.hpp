@@ -1,8 +1,10 @@
 #pragma once
 
-// Local distributed runs, what `cairn launch -n N -- PROGRAM ARGS…` does: N local processes with
-// the torchrun variables, their output prefixed with their rank, signals forwarded, and all
-// stopped when one fails. No libtorch.
+// Distributed runs, what `cairn launch -n N [--nnodes M --node-rank R --master-addr HOST
+// --master-port P] -- PROGRAM ARGS…` does: N processes on this node with the torchrun variables,
+// their output prefixed with their rank, signals forwarded, and all stopped when one fails. A
+// job of M nodes runs one launcher on each, all given the same address and port (node 0's,
+// where its rank 0 holds the rendezvous). No libtorch.
 
 #include <cairn/detail/decl.hpp>
 #include <cairn/error.hpp>
@@ -20,8 +22,11 @@
 namespace cairn::comm {
 
 struct launch_options {
-  int processes = 0;
-  int port = 0; ///< 0: a free one
+  int processes = 0; ///< ranks on this node
+  int port = 0;      ///< the rendezvous port; 0: a free one (one node only)
+  int nnodes = 1;    ///< nodes of the job, each with its own launcher and `processes` ranks
+  int node_rank = 0; ///< this node's index: its ranks are node_rank * processes + 0 … processes - 1
+  std::string master_addr = "127.0.0.1"; ///< the host of node 0, where the rendezvous is
   std::vector<std::string> command;
   /// The exit status of a rank that stopped in agreement with the others (cairn's trainers exit
   /// with `cairn::preempted_exit_status`, 75, after a signal and a checkpoint): the others are
@@ -110,6 +115,9 @@ struct supervisor {
 };
 
 } // namespace detail
+
+/// The torchrun variables of local rank `local_rank` of a launch, at rendezvous port `port`.
+CAIRN_DECL std::map<std::string, std::string> rank_variables(launch_options const& options, int local_rank, int port);
 
 /// Runs the processes; returns 0 when all succeed, else the exit code of the first that failed.
 /// Nothing it started outlives a failure: when a rank cannot be started, every rank already

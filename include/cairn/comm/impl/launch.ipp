@@ -122,11 +122,12 @@ CAIRN_DECL void abandon(std::vector<rank_process>& ranks) {
 }
 
 CAIRN_DECL void start_rank(launch_options const& options, int port, std::vector<rank_process>& ranks) {
-  int r = static_cast<int>(ranks.size());
+  int local = static_cast<int>(ranks.size());
+  int r = options.node_rank * options.processes + local; // the job's rank, in messages and prefixes
   auto refuse = [&](int reason, std::string const& what) {
     abandon(ranks);
-    throw comm_error(comm_errc::launch,
-                     what + ": " + std::strerror(reason) + (r > 0 ? "; the ranks started before it were stopped" : ""));
+    throw comm_error(comm_errc::launch, what + ": " + std::strerror(reason) +
+                                            (local > 0 ? "; the ranks started before it were stopped" : ""));
   };
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0) refuse(errno, "cannot create a pipe for rank " + std::to_string(r));
@@ -136,10 +137,7 @@ CAIRN_DECL void start_rank(launch_options const& options, int port, std::vector<
     ::close(out[1]);
     refuse(reason, "cannot create a pipe for rank " + std::to_string(r));
   }
-  std::map<std::string, std::string> variables{
-      {"RANK", std::to_string(r)},       {"WORLD_SIZE", std::to_string(options.processes)},
-      {"LOCAL_RANK", std::to_string(r)}, {"LOCAL_WORLD_SIZE", std::to_string(options.processes)},
-      {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", std::to_string(port)}};
+  auto variables = rank_variables(options, local, port);
   pid_t pid = -1;
   cairn::detail::process_options how;
   how.own_group = true; // a Ctrl-C reaches it once, through the launcher; stopping it stops what it started
@@ -257,10 +255,27 @@ CAIRN_DECL int supervisor::run() {
 
 namespace cairn::comm {
 
+CAIRN_DECL std::map<std::string, std::string> rank_variables(launch_options const& options, int local_rank, int port) {
+  return {{"RANK", std::to_string(options.node_rank * options.processes + local_rank)},
+          {"WORLD_SIZE", std::to_string(options.nnodes * options.processes)},
+          {"LOCAL_RANK", std::to_string(local_rank)},
+          {"LOCAL_WORLD_SIZE", std::to_string(options.processes)},
+          {"GROUP_RANK", std::to_string(options.node_rank)},
+          {"MASTER_ADDR", options.master_addr},
+          {"MASTER_PORT", std::to_string(port)}};
+}
+
 CAIRN_DECL int launch(launch_options const& options) {
   if (options.processes < 1) throw comm_error(comm_errc::launch, "launch needs at least one process");
   if (options.port < 0 || options.port > 65535)
     throw comm_error(comm_errc::launch, "port " + std::to_string(options.port) + " is not a TCP port (1 to 65535)");
+  if (options.nnodes < 1 || options.node_rank < 0 || options.node_rank >= options.nnodes)
+    throw comm_error(comm_errc::launch, "--node-rank " + std::to_string(options.node_rank) + " is not a node of " +
+                                            std::to_string(options.nnodes) + " (0 to nnodes - 1)");
+  if (options.nnodes > 1 && options.port == 0)
+    throw comm_error(comm_errc::launch, "a job of " + std::to_string(options.nnodes) +
+                                            " nodes needs --master-port: every node's ranks meet at node 0's");
+  if (options.master_addr.empty()) throw comm_error(comm_errc::launch, "--master-addr is empty");
   detail::reserve_resources(options.processes);
   int port = options.port ? options.port : detail::free_port();
   detail::forward_stop_signals();
