@@ -12,6 +12,7 @@
 #include <cairn/comm/communicator.hpp>
 #include <cairn/comm/connect.hpp>
 #include <cairn/comm/environment.hpp>
+#include <cairn/comm/grid.hpp>
 #include <cairn/comm/launch.hpp>
 #include <cairn/comm/ref.hpp>
 #include <cairn/comm/single_process.hpp>

@@ -39,6 +39,7 @@
 #include <cairn/checkpoint/impl/save_files.ipp>
 #include <cairn/checkpoint/impl/verify.ipp>
 #include <cairn/comm/impl/environment.ipp>
+#include <cairn/comm/impl/grid.ipp>
 #include <cairn/comm/impl/launch.ipp>
 #include <cairn/io/impl/file.ipp>
 #include <cairn/io/impl/float_convert.ipp>

@@ -3,6 +3,7 @@
 //
 //     comm_gloo_worker            all collectives
 //     comm_gloo_worker die        rank 1 leaves; the others must fail within a bounded time
+//     comm_gloo_worker grid       a TP=2 x DP=N/2 grid: collectives within each rank's groups
 #include <cairn/checkpoint/detail/transfer.hpp>
 #include <cairn/comm.hpp>
 #include <cairn/comm/gloo.hpp>
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -217,11 +219,57 @@ int rank_dies() {
   return 1;
 }
 
+/// A TP=2 x DP=size/2 grid over one store: each rank's TP and DP groups sum, broadcast and
+/// gather among their members only, whatever the other groups do at the same time.
+int grid() {
+  auto env = cairn::comm::read_environment();
+  auto store = cairn::comm::make_store(env, std::chrono::seconds(30));
+  cairn::comm::parallel_grid layout(2, 1, env.world_size / 2, env.world_size);
+  auto rank = env.rank;
+  auto at = layout.coordinates(rank);
+  for (auto a : {cairn::comm::axis::tensor, cairn::comm::axis::data}) {
+    auto members = layout.group(a, rank);
+    auto name =
+        std::string(a == cairn::comm::axis::tensor ? "tp/" : "dp/") + std::to_string(layout.group_index(a, rank));
+    auto comm = cairn::comm::make_gloo_group(store, env, name, members, std::chrono::seconds(30));
+    expect(comm.size() == static_cast<int>(members.size()), "group size", rank);
+    expect(comm.rank() == at.at(a), "a rank's index in its group is its coordinate", rank);
+    // The sum of the members' global ranks: each group's own.
+    auto t = at::full({3}, static_cast<double>(rank), at::kDouble);
+    comm.all_reduce(t, cairn::comm::reduce_op::sum);
+    double expected = 0;
+    for (int m : members) expected += m;
+    expect(t.eq(expected).all().item<bool>(), "all_reduce within the group", rank);
+    // The group's first member's rank, broadcast to the group.
+    auto b = at::full({1}, static_cast<double>(rank), at::kDouble);
+    comm.broadcast(b, 0);
+    expect(b.item<double>() == members.front(), "broadcast within the group", rank);
+    auto all = comm.all_gather(at::full({1}, static_cast<double>(rank), at::kDouble));
+    for (std::size_t i = 0; i < members.size(); ++i)
+      expect(all.at(i).item<double>() == members[i], "all_gather in group order", rank);
+  }
+  try { // a rank outside a group cannot join it
+    (void)cairn::comm::make_gloo_group(store, env, "nobody", {rank == 0 ? 1 : 0}, std::chrono::seconds(1));
+    expect(false, "a non-member refused", rank);
+  } catch (cairn::error const& e) {
+    expect(e.kind() == cairn::comm_errc::environment, "a non-member refused with kind environment", rank);
+  }
+  // Every rank stays until all are done with the store rank 0 serves.
+  std::vector<int> everyone(static_cast<std::size_t>(env.world_size));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  auto world = cairn::comm::make_gloo_group(store, env, "world", everyone, std::chrono::seconds(30));
+  world.barrier();
+  if (failures == 0) std::printf("rank %d (tp %d, dp %d): every group agrees\n", rank, at.tensor, at.data);
+  return failures == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   try {
-    return argc > 1 && std::string(argv[1]) == "die" ? rank_dies() : collectives();
+    std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "grid") return grid();
+    return mode == "die" ? rank_dies() : collectives();
   } catch (std::exception const& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -15,6 +15,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace cairn::comm {
 
@@ -24,6 +25,16 @@ using gloo_communicator = c10d_communicator<c10d::ProcessGroupGloo>;
 /// within `timeout` (a rank that died, say) throw instead of hanging.
 CAIRN_DECL gloo_communicator make_gloo(distributed_environment const& env,
                                        std::chrono::milliseconds timeout = std::chrono::minutes(5));
+
+/// A Gloo process group of the ranks `members` (global ranks, in the order of their group ranks;
+/// this rank among them), over `store`, the run's store (`make_store`), under the keys of
+/// `name`: every group of a run has a name of its own ("tp/0", "dp/1", ...). Only the members
+/// take part; the others of the job create their own groups meanwhile. A rank that is not a
+/// member is an error.
+CAIRN_DECL gloo_communicator make_gloo_group(c10::intrusive_ptr<c10d::Store> const& store,
+                                             distributed_environment const& env, std::string const& name,
+                                             std::vector<int> const& members,
+                                             std::chrono::milliseconds timeout = std::chrono::minutes(5));
 
 /// A Gloo process group for the run the torchrun variables describe (see read_environment).
 inline gloo_communicator gloo_from_environment(std::chrono::milliseconds timeout = std::chrono::minutes(5)) {
