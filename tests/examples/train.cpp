@@ -545,3 +545,26 @@ TEST_CASE("the experiment lock never follows a symbolic link, and the collective
   CHECK(printed.output.find("\"collective_timeout\": 30") != std::string::npos);
   CHECK(run({CAIRN_TRAIN, "--print-config", "run.collective_timeout=0"}, tmp / "print0").status == 2);
 }
+
+TEST_CASE("ranks that do not share the experiment directory are refused before any checkpoint, naming each") {
+  // Each rank is given a directory of its own, as nodes whose experiment_dir is a local disk.
+  temp_dir tmp;
+  std::string command = CAIRN_TRAIN;
+  for (auto const& o : base) command += " " + o;
+  command += " run.experiment_dir=" + (tmp / "local").string() + "/$RANK training.train_iters=4";
+  auto r = run({CAIRN_TOOL, "launch", "-n", "2", "--", "sh", "-c", command}, tmp / "log");
+  CHECK(r.status != 0);
+  CHECK(r.output.find("is not shared by every rank") != std::string::npos);
+  CHECK(r.output.find("rank 1 on ") != std::string::npos); // the rank and its host
+  CHECK(r.output.find("mount one shared filesystem at the same path on every node") != std::string::npos);
+  for (auto rank : {"0", "1"}) { // nothing trained or saved, no probe left behind
+    CHECK_FALSE(std::filesystem::exists(tmp / "local" / rank / "checkpoints" / "4"));
+    if (std::filesystem::exists(tmp / "local" / rank))
+      for (auto const& entry : std::filesystem::directory_iterator(tmp / "local" / rank))
+        CHECK(entry.path().filename().string().find(".cairn-shared-") == std::string::npos);
+  }
+  // A shared directory passes the same check (every other test runs it too), and leaves no probe behind.
+  REQUIRE(train(2, tmp / "shared", plus(base, {"training.train_iters=2"})).status == 0);
+  for (auto const& entry : std::filesystem::directory_iterator(tmp / "shared"))
+    CHECK(entry.path().filename().string().find(".cairn-shared-") == std::string::npos);
+}

@@ -176,7 +176,15 @@ private:
   std::optional<std::int64_t> last_checkpoint_;
   std::optional<std::int64_t> last_export_;
   std::int64_t start_ = 0;
+  bool shared_checked_ = false;
 };
+
+/// Checks that every rank sees `dir` as rank 0 does: rank 0 writes a probe file there that every
+/// rank must read back, and every rank writes one that rank 0 must read (a shared filesystem,
+/// mounted at the same path on every node). A training_error (kind storage) names each rank, and
+/// its host, that does not. Collective; nothing to check in one process. The checkpoint manager
+/// runs it before it looks for checkpoints or saves anything.
+CAIRN_DECL void check_shared_directory(comm::communicator_ref comm, std::filesystem::path const& dir);
 
 /// Saves, exports, retention, callbacks, shutdowns and resuming, as a training config says.
 /// Every rank constructs one and makes the same calls in the same order (they are collective).

@@ -4,6 +4,7 @@
 // cairn: requires libtorch
 
 #include <cairn/checkpoint/detail/executor.hpp>
+#include <cairn/checkpoint/detail/identity.hpp>
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/formats/distributed.hpp>
 #include <cairn/checkpoint/save_load.hpp>
@@ -27,9 +28,13 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
+#include <span>
 #include <string>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -44,9 +49,88 @@ CAIRN_DECL basic_checkpoint_manager::basic_checkpoint_manager(training_config co
   if (!options_.stop_signals.empty()) signals_.emplace(options_.stop_signals, options_.stop_signal_window);
 }
 
+namespace detail {
+
+inline std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "an unknown host";
+  return name;
+}
+
+/// What is in the probe file `path`, or why it cannot be read.
+inline std::string probe_text(std::filesystem::path const& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "<missing>";
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text;
+}
+
+inline void write_probe(std::filesystem::path const& path, std::string const& text) {
+  io::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())));
+}
+
+} // namespace detail
+
+CAIRN_DECL void check_shared_directory(comm::communicator_ref comm, std::filesystem::path const& dir) {
+  if (comm.size() == 1) return;
+  auto what = "run.experiment_dir " + dir.string() + " is not shared by every rank";
+  auto host = detail::host_name();
+  std::string probe_name;
+  comm::all_succeed(comm, what, [&] {
+    if (comm.rank() != 0) return;
+    io::make_directories(dir);
+    probe_name = ".cairn-shared-" + cairn::detail::new_save_id();
+    detail::write_probe(dir / probe_name, "rank 0 on " + host);
+  });
+  probe_name = comm::broadcast_string(comm, probe_name);
+  auto probe = dir / probe_name;
+  auto mine = probe;
+  mine += "." + std::to_string(comm.rank());
+  auto remove_probes = [&] { // rank 0, whatever the outcome: a check leaves nothing behind
+    if (comm.rank() != 0) return;
+    std::error_code ec;
+    std::filesystem::remove(probe, ec);
+    for (int r = 1; r < comm.size(); ++r) {
+      auto theirs = probe;
+      theirs += "." + std::to_string(r);
+      std::filesystem::remove(theirs, ec);
+    }
+  };
+  try {
+    comm::all_succeed(comm, what, [&] {
+      if (comm.rank() == 0) return;
+      if (!detail::probe_text(probe).starts_with("rank 0 on "))
+        throw training_error(training_errc::storage, "rank " + std::to_string(comm.rank()) + " on " + host +
+                                                         " does not see the file " + probe.string() +
+                                                         " that rank 0 wrote there: mount one shared filesystem at "
+                                                         "the same path on every node");
+      detail::write_probe(mine, "rank " + std::to_string(comm.rank()) + " on " + host);
+    });
+    comm::all_succeed(comm, what, [&] {
+      if (comm.rank() != 0) return;
+      std::string missing;
+      for (int r = 1; r < comm.size(); ++r) {
+        auto theirs = probe;
+        theirs += "." + std::to_string(r);
+        if (!detail::probe_text(theirs).starts_with("rank " + std::to_string(r) + " on "))
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+      if (!missing.empty())
+        throw training_error(training_errc::storage,
+                             "rank 0 on " + host + " does not see the files ranks " + missing + " wrote in " +
+                                 dir.string() + ": mount one shared filesystem at the same path on every node");
+    });
+  } catch (...) {
+    remove_probes();
+    throw;
+  }
+  remove_probes();
+}
+
 CAIRN_DECL std::optional<resumed_checkpoint> basic_checkpoint_manager::resume(model_state& state) {
   finish();
   if (experiment_dir_.empty()) return std::nullopt; // a run that saves nothing
+  if (!std::exchange(shared_checked_, true)) check_shared_directory(comm_, experiment_dir_);
   resume_candidates_found found;
   comm::all_succeed(comm_, "cannot look for checkpoints in " + checkpoints_.root().string(), [&] {
     if (comm_.rank() != 0) return;
@@ -72,6 +156,9 @@ CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
   }
   auto checkpoint_bytes = distributed_bytes(cairn::detail::all_rank_layouts(state, comm_), state.shard_names.size());
   auto export_bytes = whole_bytes(state.layout(), state.shard_names.size(), config_.export_.save_config({}));
+  bool saves = config_.checkpoint.enabled() || config_.export_.enabled();
+  if (saves && !experiment_dir_.empty() && !std::exchange(shared_checked_, true))
+    check_shared_directory(comm_, experiment_dir_);
   comm::all_succeed(comm_, "preflight failed", [&] {
     if (comm_.rank() != 0) return;
     if (config_.export_.enabled() && config_.export_.format == checkpoint_format::external && !exporter_ && !converter_)
