@@ -84,12 +84,16 @@ void write_json(fs::path const& path, boost::json::value const& value) {
 
 /// Rewrites the safetensors file `path` through `edit`, which may drop or change tensors; the
 /// bytes and the metadata (checksums, identity) of every tensor it keeps are kept.
-void rewrite(fs::path const& path, std::function<bool(cairn::io::tensor_info&)> const& edit) {
+void rewrite(fs::path const& path, std::function<bool(cairn::io::tensor_info&)> const& edit,
+             bool keep_identity = true) {
   auto copy = path.parent_path() / "rewritten.tmp";
   {
     cairn::io::safetensors_file file(path);
     cairn::io::safetensors_writer writer(copy, cairn::io::checksums::skip);
-    for (auto const& [key, value] : file.metadata()) writer.set_metadata(key, value);
+    for (auto const& [key, value] : file.metadata())
+      if (keep_identity || (key != cairn::formats::save_id_key && key != cairn::formats::rank_key &&
+                            key != cairn::formats::world_size_key && key != cairn::formats::layout_key))
+        writer.set_metadata(key, value);
     for (auto t : file.tensors()) {
       auto bytes = file.bytes(t);
       if (edit(t)) writer.add(t.name, t.dtype, t.shape, bytes);
@@ -124,10 +128,13 @@ struct damage {
 std::vector<damage> distributed_damages(fs::path const& other_save) {
   auto rank0 = [](fs::path const& p) { return p / "rank_0.safetensors"; };
   auto metadata = [](fs::path const& p) { return p / "metadata.json"; };
-  // Metadata of version 1 (before save identities) is trusted for its sizes alone.
-  auto as_version_1 = [](boost::json::value& doc) {
+  // Metadata of version 1 (before save identities) is trusted for its sizes alone; its files
+  // recorded no identity either (one that does is refused as another save's: see below).
+  auto as_version_1 = [=](boost::json::value& doc, fs::path const& p) {
     doc.as_object()["version"] = "1";
     doc.as_object().erase("save_id");
+    rewrite(
+        rank0(p), [](cairn::io::tensor_info&) { return true; }, false);
   };
   return {
       {"a byte of the last tensor flipped", [=](fs::path const& p) { flip_byte(rank0(p), 1); }},
@@ -168,10 +175,24 @@ std::vector<damage> distributed_damages(fs::path const& other_save) {
          auto text = read_bytes(metadata(p));
          write_bytes(metadata(p), "{\"format\": \"state_dict\", " + text.substr(text.find('{') + 1));
        }},
+      {"metadata.json without its save_id, and the rank file of another save",
+       [=](fs::path const& p) {
+         fs::copy_file(rank0(other_save), rank0(p), fs::copy_options::overwrite_existing);
+         auto doc = read_json(metadata(p));
+         doc.as_object().erase("save_id");
+         write_json(metadata(p), doc);
+       }},
+      {"metadata.json as of version 1 (no save_id) over a rank file that records its save",
+       [=](fs::path const& p) {
+         auto doc = read_json(metadata(p));
+         doc.as_object()["version"] = "1";
+         doc.as_object().erase("save_id");
+         write_json(metadata(p), doc);
+       }},
       {"metadata (version 1) claiming more elements than the file holds",
        [=](fs::path const& p) {
          auto doc = read_json(metadata(p));
-         as_version_1(doc);
+         as_version_1(doc, p);
          auto& embedding = doc.at("ranks").at(0).at("parameters").at(0).as_object();
          REQUIRE(embedding.at("name") == "embedding");
          embedding["shape"] = boost::json::array{12, 4};
@@ -181,14 +202,14 @@ std::vector<damage> distributed_damages(fs::path const& other_save) {
       {"metadata (version 1) claiming another dtype",
        [=](fs::path const& p) {
          auto doc = read_json(metadata(p));
-         as_version_1(doc);
+         as_version_1(doc, p);
          doc.at("ranks").at(0).at("parameters").at(1).as_object()["dtype"] = "F32"; // layer.weight is F64
          write_json(metadata(p), doc);
        }},
       {"metadata (version 1) claiming 2^40 elements",
        [=](fs::path const& p) {
          auto doc = read_json(metadata(p));
-         as_version_1(doc);
+         as_version_1(doc, p);
          auto& embedding = doc.at("ranks").at(0).at("parameters").at(0).as_object();
          embedding["shape"] = boost::json::array{std::uint64_t{1} << 38, 4};
          embedding["shard"].as_object()["lengths"] = boost::json::array{std::uint64_t{1} << 38, 4};

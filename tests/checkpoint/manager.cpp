@@ -679,11 +679,23 @@ TEST_CASE("a checkpoint in the directory of another iteration is not resumed fro
   auto marker = read_json_file(root / "7" / completion_marker);
   marker.as_object()["iteration"] = 7;
   std::ofstream(root / "7" / completion_marker) << to_compact_json(marker);
-  manager m(cfg, tmp.path, comm);
-  auto resumed = m.resume(state);
-  REQUIRE(resumed);
-  CHECK(resumed->iteration == 2);
-  CHECK(log.has(severity::warning, "its metadata says iteration 4, its directory 7"));
+  {
+    manager m(cfg, tmp.path, comm);
+    auto resumed = m.resume(state);
+    REQUIRE(resumed);
+    CHECK(resumed->iteration == 2);
+    CHECK(log.has(severity::warning, "its metadata says iteration 4, its directory 7"));
+  }
+
+  // An iteration that is not an integer is named as written, not read as one.
+  marker.as_object()["iteration"] = "placeholder"; // written by hand: a double 7.0 would print as 7
+  auto text = to_compact_json(marker);
+  text.replace(text.find("\"placeholder\""), 13, "7.0");
+  std::ofstream(root / "7" / completion_marker) << text;
+  manager again(cfg, tmp.path, comm);
+  CHECK(again.resume(state)->iteration == 2);
+  CHECK(log.has(severity::warning, "\"iteration\" is 7"));
+  CHECK(log.has(severity::warning, "not an integer"));
 }
 
 TEST_CASE("a diverged metric (NaN, infinity) is stored as a string: the save stays readable") {

@@ -281,3 +281,26 @@ TEST_CASE("load, read_config_file and the command line read .yaml and .yml files
     CHECK(std::string(e.what()).find("large.yaml") != std::string::npos);
   }
 }
+
+TEST_CASE("a float too small for a double reads as zero, as JSON reads it; one too large is refused") {
+  auto doc = cairn::parse_yaml("tiny: 1e-400\nnegative: -0.0001e-999\nfraction: 0.000e5\nhuge: 1e400\nbig: 999e306\n"
+                               "huge_exponent: 1e99999999999999999999\n");
+  CHECK(doc.at("tiny") == cairn::parse_json(R"({"x": 1e-400})").at("x"));
+  CHECK(doc.at("tiny").as_double() == 0.0);
+  CHECK(doc.at("negative").as_double() == 0.0);
+  CHECK(doc.at("fraction").as_double() == 0.0);
+  for (auto key : {"huge", "big", "huge_exponent"}) CHECK(std::isinf(doc.at(key).as_double()));
+  CHECK(cairn::parse_yaml("x: 1.5e-300\n").at("x").as_double() == 1.5e-300); // small, in range: itself
+  // In a config, zero is checked as zero; infinity is refused as infinite, .nan as what it is.
+  CHECK_THROWS_WITH(
+      (void)cairn::from_json<fixture::trainer_config>(cairn::parse_yaml("optimizer: {learning_rate: 1e-400}")),
+      doctest::Contains("optimizer.learning_rate: must be > 0, got 0"));
+  try {
+    (void)cairn::from_json<fixture::trainer_config>(cairn::parse_yaml("optimizer: {learning_rate: .nan}"));
+    FAIL("a NaN learning rate was accepted");
+  } catch (cairn::config_error const& e) {
+    std::string message = e.what();
+    CHECK(message.find("must be a finite number") != std::string::npos);
+    CHECK(message.find("too large") == std::string::npos); // NaN is not large
+  }
+}

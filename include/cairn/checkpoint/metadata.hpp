@@ -10,6 +10,7 @@
 #include <cairn/config/legacy.hpp>
 #include <cairn/detail/decl.hpp>
 #include <cairn/diagnostics.hpp>
+#include <cairn/io/error.hpp>
 
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
@@ -57,10 +58,15 @@ BOOST_DESCRIBE_STRUCT(checkpoint_metadata, (),
 CAIRN_DECL migration_chain const& checkpoint_metadata_migrations();
 
 /// Reads checkpoint metadata from a JSON document found in `source`, migrating older versions.
-/// Errors (unknown version, malformed fields) name `source`.
+/// Errors (unknown version, malformed fields) are io_errors naming `source`.
 CAIRN_DECL checkpoint_metadata parse_checkpoint_metadata(boost::json::value document, std::string const& source);
 
 namespace detail {
+/// `parse_checkpoint_metadata`, its errors config_errors.
+CAIRN_DECL checkpoint_metadata parse_metadata_document(boost::json::value document, std::string const& source);
+/// The io_error of malformed stored metadata in `source`, from the config_error that found it.
+CAIRN_DECL io::io_error stored_metadata_error(std::string const& source, config_error const& e);
+
 /// Replaces every NaN or infinite number in `v` by the string "NaN", "Infinity" or "-Infinity"
 /// (JSON has no such numbers), with a warning naming its key.
 CAIRN_DECL void make_finite(boost::json::value& v, std::string const& path);
@@ -74,9 +80,9 @@ CAIRN_DECL std::optional<std::int64_t> stored_iteration(boost::json::value const
 CAIRN_DECL boost::json::value with_iteration(boost::json::value const& metadata, std::int64_t iteration);
 } // namespace detail
 
-inline checkpoint_metadata read_checkpoint_metadata(std::filesystem::path const& file) {
-  return parse_checkpoint_metadata(read_json_file(file), file.string());
-}
+/// Reads the checkpoint metadata in `file`. Errors (unreadable, malformed, of an unknown
+/// version) are io_errors naming the file, of kind io_errc::malformed: stored data, not a config.
+CAIRN_DECL checkpoint_metadata read_checkpoint_metadata(std::filesystem::path const& file);
 
 } // namespace cairn
 

@@ -65,7 +65,9 @@ CAIRN_DECL std::optional<std::string> save_directory::problem(std::int64_t itera
     auto const* files = document.is_object() ? document.as_object().if_contains("files") : nullptr;
     if (!files || !files->is_object()) return marker.string() + ": no \"files\" object";
     auto const* recorded = document.as_object().if_contains("iteration");
-    if (recorded && (!recorded->is_int64() || recorded->as_int64() != iteration))
+    if (recorded && !recorded->is_int64())
+      return marker.string() + ": \"iteration\" is " + detail::compact(*recorded) + ", not an integer";
+    if (recorded && recorded->as_int64() != iteration)
       return marker.string() + ": the save of another iteration (" + detail::compact(*recorded) + ")";
     for (auto const& [name, entry] : files->as_object()) {
       auto file = dir / std::string(name);

@@ -55,11 +55,17 @@ CAIRN_DECL void record_identity(io::safetensors_writer& writer, checkpoint_metad
 
 CAIRN_DECL std::optional<std::string> identity_problem(io::safetensors_file const& file,
                                                        checkpoint_metadata const& metadata, std::optional<int> rank) {
-  if (metadata.save_id.empty()) return std::nullopt;
   auto recorded = [&](char const* key) -> std::string {
     auto it = file.metadata().find(key);
     return it == file.metadata().end() ? "nothing" : it->second;
   };
+  // A save from before identities recorded none in its files either: a file that records one
+  // under metadata that does not is not that save's (or the metadata lost its save_id).
+  if (metadata.save_id.empty())
+    return file.metadata().contains(formats::save_id_key)
+               ? std::optional<std::string>("records save " + recorded(formats::save_id_key) +
+                                            ", and the checkpoint's metadata records no save_id")
+               : std::nullopt;
   if (recorded(formats::save_id_key) != metadata.save_id)
     return "belongs to another save (save " + recorded(formats::save_id_key) + ", this checkpoint's is " +
            metadata.save_id + ")";

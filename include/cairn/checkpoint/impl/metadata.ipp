@@ -38,12 +38,49 @@ CAIRN_DECL migration_chain const& checkpoint_metadata_migrations() {
   return chain;
 }
 
+CAIRN_DECL io::io_error detail::stored_metadata_error(std::string const& source, config_error const& e) {
+  // The file is data, not a config the user wrote: an io_error (exit status 1 in the tool, not 2).
+  std::string text;
+  for (auto const& d : e.errors()) {
+    auto one = d.to_string();
+    if (one.starts_with(source + ": ")) one.erase(0, source.size() + 2);
+    text += (text.empty() ? "" : "; ") + one;
+  }
+  return io::io_error(source, io_errc::malformed, text);
+}
+
+CAIRN_DECL checkpoint_metadata read_checkpoint_metadata(std::filesystem::path const& file) {
+  boost::json::value document;
+  try {
+    document = read_json_file(file);
+  } catch (config_error const& e) {
+    throw detail::stored_metadata_error(file.string(), e);
+  }
+  return parse_checkpoint_metadata(std::move(document), file.string());
+}
+
 CAIRN_DECL checkpoint_metadata parse_checkpoint_metadata(boost::json::value document, std::string const& source) {
+  try {
+    return detail::parse_metadata_document(std::move(document), source);
+  } catch (config_error const& e) {
+    throw detail::stored_metadata_error(source, e);
+  }
+}
+
+CAIRN_DECL checkpoint_metadata detail::parse_metadata_document(boost::json::value document, std::string const& source) {
   if (!document.is_object()) throw config_error({{source, "checkpoint metadata must be a JSON object"}});
   auto& object = document.get_object();
   auto const* version = object.if_contains("version");
   if (!version || !version->is_string())
     throw config_error({{source, "checkpoint metadata has no version; is this a cairn checkpoint?"}});
+  // Every save of version 2 on records its identity; only migrated ones may lack it.
+  if (version->get_string() == checkpoint_metadata_version) {
+    auto const* id = object.if_contains("save_id");
+    if (!id || !id->is_string() || id->get_string().empty())
+      throw config_error(
+          {{source + ": save_id", "missing from metadata of version " + std::string(checkpoint_metadata_version) +
+                                      ", which every save of it records: the metadata was altered"}});
+  }
   checkpoint_metadata_migrations().migrate(object, std::string(version->get_string()), source);
   try {
     auto out = parse<checkpoint_metadata>(document);

@@ -163,7 +163,10 @@ CAIRN_DECL std::optional<double> read_number(boost::json::value const& j, read_c
   }
   auto x = j.to_number<double>();
   if (!std::isfinite(x)) {
-    ctx.error("must be a finite number, got " + describe_json(j) + " (too large for any floating type)");
+    // JSON text cannot spell infinity or NaN: such a value is a number too large for a double,
+    // or YAML's .inf / .nan.
+    ctx.error("must be a finite number, got " + describe_json(j) +
+              (std::isnan(x) ? std::string() : std::string(" (infinite, or too large for any floating type)")));
     return std::nullopt;
   }
   if (std::fabs(x) > limit) {

@@ -77,6 +77,32 @@ inline bool float_syntax(std::string_view body) {
   return at == body.size();
 }
 
+/// Whether `body` (a float without its sign, out of a double's range) is out of range for being
+/// too small (it reads as zero) rather than too large.
+inline bool underflows(std::string_view body) {
+  auto e = body.find_first_of("eE");
+  auto mantissa = body.substr(0, e);
+  auto dot = std::min(mantissa.find('.'), mantissa.size());
+  // The decimal exponent of the first significant digit, before the written exponent.
+  long long magnitude = 0;
+  if (auto first = mantissa.substr(0, dot).find_first_not_of('0'); first != std::string_view::npos) {
+    magnitude = static_cast<long long>(dot - first) - 1;
+  } else {
+    auto fraction = dot < mantissa.size() ? mantissa.substr(dot + 1) : std::string_view();
+    auto nonzero = fraction.find_first_not_of('0');
+    if (nonzero == std::string_view::npos) return true; // zero
+    magnitude = -static_cast<long long>(nonzero) - 1;
+  }
+  if (e == std::string_view::npos) return magnitude < 0;
+  auto exponent_text = body.substr(e + 1);
+  bool negative = !exponent_text.empty() && exponent_text[0] == '-';
+  if (!exponent_text.empty() && (exponent_text[0] == '-' || exponent_text[0] == '+')) exponent_text.remove_prefix(1);
+  long long exponent = 0;
+  auto [end, ec] = std::from_chars(exponent_text.data(), exponent_text.data() + exponent_text.size(), exponent);
+  if (ec == std::errc::result_out_of_range) return negative; // an exponent of hundreds of digits decides alone
+  return (negative ? -exponent : exponent) + magnitude < 0;
+}
+
 /// What a plain (unquoted, untagged) scalar means in the YAML 1.2 core schema. Returns false
 /// for an integer out of range.
 inline bool resolve_plain_scalar(std::string_view s, boost::json::value& out) {
@@ -99,8 +125,8 @@ inline bool resolve_plain_scalar(std::string_view s, boost::json::value& out) {
   } else if (float_syntax(body)) {
     double value = 0;
     auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), value);
-    if (ec == std::errc::result_out_of_range)
-      value = std::numeric_limits<double>::infinity(); // as large as YAML says; the config refuses it
+    if (ec == std::errc::result_out_of_range) // too small reads as zero, as JSON's parser reads it;
+      value = underflows(body) ? 0.0 : std::numeric_limits<double>::infinity(); // too large, refused later
     else if (ec != std::errc{} || end != body.data() + body.size())
       return false;
     out = negative ? -value : value;

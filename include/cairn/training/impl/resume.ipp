@@ -19,6 +19,16 @@
 
 namespace cairn {
 
+namespace detail {
+/// The iteration a save's metadata records, as written, for messages: "20", "\"20\"" (not an
+/// integer), "nothing".
+inline std::string stored_iteration_text(checkpoint_metadata const& metadata) {
+  if (metadata.iteration) return std::to_string(*metadata.iteration);
+  auto const* raw = metadata.metadata.is_object() ? metadata.metadata.get_object().if_contains("iteration") : nullptr;
+  return raw ? to_compact_json(*raw) + " (not an integer)" : std::string("nothing");
+}
+} // namespace detail
+
 CAIRN_DECL resume_candidates_found resume_candidates(save_directory const& checkpoints,
                                                      std::vector<save_directory> cleaned) {
   for (auto& dir : cleaned)
@@ -61,11 +71,9 @@ CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& c
         out.metadata = load_checkpoint(state, comm, load, verify);
         // As the seed checks: the checkpoint is of the iteration its directory names.
         if (out.metadata.iteration != iteration)
-          throw checkpoint_error(
-              checkpoint_errc::mismatch,
-              load.path.string() + ": its metadata says iteration " +
-                  (out.metadata.iteration ? std::to_string(*out.metadata.iteration) : std::string("nothing")) +
-                  ", its directory " + std::to_string(iteration));
+          throw checkpoint_error(checkpoint_errc::mismatch, load.path.string() + ": its metadata says iteration " +
+                                                                detail::stored_iteration_text(out.metadata) +
+                                                                ", its directory " + std::to_string(iteration));
       });
       return out;
     } catch (std::exception const& e) {
