@@ -189,7 +189,7 @@ TEST_CASE("broken checkpoints name the file and the parameter") {
     std::ofstream(path / "metadata.json") << boost::json::serialize(metadata);
     auto loaded = fresh();
     auto text = load_error(loaded, load_config(path, distributed));
-    CHECK(text.find((path / "metadata.json").string() + ": unknown version \"99\" (this build reads 0, 1, 2)") !=
+    CHECK(text.find((path / "metadata.json").string() + ": unknown version \"99\" (this build reads 0, 1, 2, 3)") !=
           std::string::npos);
   }
   SUBCASE("a tensor whose checksum entry was renamed is refused, not loaded unchecked") {
@@ -241,7 +241,8 @@ TEST_CASE("broken checkpoints name the file and the parameter") {
 
 TEST_CASE("metadata of an earlier version loads through the migration chain") {
   auto metadata = cairn::read_checkpoint_metadata(std::string(CAIRN_TEST_DATA_DIR) + "/data/metadata_v0.json");
-  CHECK(metadata.version == "2");
+  CHECK(metadata.version == "3");
+  CHECK(metadata.replica_writers == cairn::replica_writer_rule::rank_0); // rank 0 wrote every replica then
   CHECK(metadata.save_id.empty()); // a save before identities: its files are not checked against one
   CHECK(metadata.shard_names == std::vector<std::string>{"weights"});
   REQUIRE(metadata.ranks.size() == 1);
@@ -266,6 +267,7 @@ TEST_CASE("checkpoints an earlier cairn wrote (2 ranks, rows split) still verify
       CHECK(test_model::mismatches(state) == 0);
       CHECK(metadata.metadata.at("iteration") == 42);
       CHECK(metadata.iteration == 42);
+      CHECK(metadata.replica_writers == cairn::replica_writer_rule::rank_0); // its replicas are in rank 0's file
       CHECK(metadata.config.at("program") == "worker");
     }
   }

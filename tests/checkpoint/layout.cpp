@@ -1,6 +1,7 @@
 // Shard layouts and their overlaps: random layouts of random shapes over 1-8 ranks cover every
 // element exactly once, and resharding between any two moves every element to its place.
 #include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/metadata.hpp>
 #include <cairn/config.hpp>
 
 #include <doctest/doctest.h>
@@ -206,4 +207,32 @@ TEST_CASE("layouts that do not tile a parameter are named, each problem once") {
       ranks_of({8, 2}, 3, [](std::vector<std::uint64_t> const& s, int, int) { return cairn::shard_layout::whole(s); });
   for (auto& r : ranks) r.parameters[0].replicated = true;
   CHECK(cairn::tiling_problems(ranks).empty());
+}
+
+TEST_CASE("replicated parameters are written once each, spread over the ranks by bytes; older saves keep rank 0") {
+  // Data parallel over 4 ranks: every parameter replicated, twelve of assorted sizes.
+  std::vector<std::uint64_t> sizes{4096, 1024, 1024, 512, 4096, 64, 2048, 2048, 256, 1024, 4096, 128};
+  std::vector<std::string> names{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"};
+  std::vector<cairn::rank_layout> ranks(4);
+  for (auto& r : ranks)
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      r.parameters.push_back({names[i], {sizes[i]}, cairn::io::dtype::F32, true, shard_layout::whole({sizes[i]})});
+  auto writers = cairn::detail::replica_writers_of(ranks, cairn::replica_writer_rule::balanced);
+  REQUIRE(writers.size() == sizes.size()); // each written once
+  std::vector<double> bytes(4, 0);
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    bytes.at(static_cast<std::size_t>(writers.at(names[i]))) += 4.0 * double(sizes[i]);
+  auto mean = std::accumulate(bytes.begin(), bytes.end(), 0.0) / 4;
+  for (auto b : bytes) CHECK(b <= 1.25 * mean); // every rank writes a share; rank 0 wrote all before
+  CHECK(*std::min_element(bytes.begin(), bytes.end()) > 0);
+  // The same on every rank and at load: a function of the layouts alone.
+  CHECK(cairn::detail::replica_writers_of(ranks, cairn::replica_writer_rule::balanced) == writers);
+  // A rank's own shards count first: the rank holding a large sharded parameter writes fewer replicas.
+  auto skewed = ranks;
+  skewed[0].parameters.push_back({"sharded", {100000}, cairn::io::dtype::F32, false, shard_layout::whole({100000})});
+  for (auto const& [name, rank] : cairn::detail::replica_writers_of(skewed, cairn::replica_writer_rule::balanced))
+    CHECK(rank != 0);
+  // Saves of metadata version 2 and before: rank 0 wrote every replicated parameter.
+  for (auto const& [name, rank] : cairn::detail::replica_writers_of(ranks, cairn::replica_writer_rule::rank_0))
+    CHECK(rank == 0);
 }

@@ -13,11 +13,13 @@
 #include <cairn/io/error.hpp>
 
 #include <boost/describe/class.hpp>
+#include <boost/describe/enum.hpp>
 #include <boost/json/value.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,7 +35,13 @@ template <> struct value_traits<boost::json::value> {
 };
 
 /// The current version of checkpoint metadata.
-inline constexpr char const* checkpoint_metadata_version = "2";
+inline constexpr char const* checkpoint_metadata_version = "3";
+
+/// Which rank's file holds a parameter every rank holds (`replicated`) in a distributed save.
+BOOST_DEFINE_ENUM_CLASS(replica_writer_rule,
+                        rank_0,  ///< rank 0's, every one (saves of metadata version 2 and before)
+                        balanced ///< spread over the ranks by bytes (`detail::replica_writers_of`)
+)
 
 struct checkpoint_metadata {
   checkpoint_format format = checkpoint_format::distributed;
@@ -48,13 +56,17 @@ struct checkpoint_metadata {
   /// from where it is stored: `"iteration"` in `metadata`, so that earlier readers find it too.
   /// Not a described field: the stored form is unchanged.
   std::optional<std::int64_t> iteration;
+  /// Which rank writes each replicated parameter (a distributed save).
+  replica_writer_rule replica_writers = replica_writer_rule::balanced;
 };
 BOOST_DESCRIBE_STRUCT(checkpoint_metadata, (),
-                      (format, version, save_id, shard_names, ranks, parameters, config, metadata))
+                      (format, version, save_id, shard_names, ranks, parameters, config, metadata, replica_writers))
 
 /// Versions of checkpoint metadata this build reads, and how each becomes the next.
 ///   0 -> 1: `state_shards` became `shard_names`, `layouts` became `ranks`.
 ///   1 -> 2: `save_id` added (a save without one is not checked against its files' identity).
+///   2 -> 3: `replica_writers` added: "rank_0" for the saves before it, where rank 0 wrote
+///           every replicated parameter; "balanced" since, where they are spread over the ranks.
 CAIRN_DECL migration_chain const& checkpoint_metadata_migrations();
 
 /// Reads checkpoint metadata from a JSON document found in `source`, migrating older versions.
@@ -62,6 +74,14 @@ CAIRN_DECL migration_chain const& checkpoint_metadata_migrations();
 CAIRN_DECL checkpoint_metadata parse_checkpoint_metadata(boost::json::value document, std::string const& source);
 
 namespace detail {
+/// The rank whose file holds each replicated parameter of `ranks` (every rank's layout), as
+/// `rule` says. `balanced`: the replicated parameters, largest first (then by name), each to the
+/// rank that has written the fewest bytes so far (its own shards counted first, ties to the
+/// lowest rank), so that every rank writes about as much. Computed from the layouts alone, alike on every rank
+/// and when loading.
+CAIRN_DECL std::map<std::string, int> replica_writers_of(std::vector<rank_layout> const& ranks,
+                                                         replica_writer_rule rule);
+
 /// `parse_checkpoint_metadata`, its errors config_errors.
 CAIRN_DECL checkpoint_metadata parse_metadata_document(boost::json::value document, std::string const& source);
 /// The io_error of malformed stored metadata in `source`, from the config_error that found it.

@@ -5,6 +5,7 @@
 // (buffers reused from one save to the next) and the thread that writes this rank's files from
 // it. Committing is the manager's: it takes every rank.
 
+#include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/detail/decl.hpp>
 #include <cairn/diagnostics.hpp>
@@ -48,9 +49,9 @@ public:
   /// resume removes what it left.
   CAIRN_DECL ~background_writer();
 
-  /// A copy of `state` in host memory, reusing the buffers of the previous copy. Replicated
-  /// parameters are copied on rank 0 only: the others do not write them.
-  CAIRN_DECL model_state copy_to_host(model_state const& state, int rank);
+  /// A copy of `state` in host memory, reusing the buffers of the previous copy: the parameters
+  /// rank `rank` writes in `plan` (a replicated one only on the rank that writes it).
+  CAIRN_DECL model_state copy_to_host(model_state const& state, save_plan const& plan, int rank);
 
   /// Runs `task` now, in the foreground, as the write of `iteration` into `path`.
   CAIRN_DECL void run(std::int64_t iteration, std::filesystem::path path, std::uint64_t bytes,

@@ -35,14 +35,16 @@ namespace cairn {
 CAIRN_DECL detail::checkpoint_reader::checkpoint_reader(checkpoint_load_metadata_config const& input) : input_(input) {
   if (input.format == checkpoint_format::distributed) {
     metadata_ = read_checkpoint_metadata(formats::metadata_file(input.path));
+    auto writers = replica_writers_of(metadata_.ranks, metadata_.replica_writers);
     for (std::size_t r = 0; r < metadata_.ranks.size(); ++r)
       for (auto const& p : metadata_.ranks[r].parameters) {
         auto whole = p;
         whole.replicated = false;
         whole.shard = shard_layout::whole(p.shape);
         parameters_.try_emplace(p.name, whole);
-        // Replicated parameters are in rank 0's file only.
-        if (!p.replicated || r == 0) holders_[p.name].emplace_back(static_cast<int>(r), p.shard);
+        // A replicated parameter is in its writer's file only.
+        if (!p.replicated || writers.at(p.name) == static_cast<int>(r))
+          holders_[p.name].emplace_back(static_cast<int>(r), p.shard);
       }
   } else if (input.format == checkpoint_format::state_dict) {
     auto index_path = formats::state_dict_index(input.path);

@@ -49,6 +49,9 @@ CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communica
   metadata.config = program_config;
   metadata.metadata = user_metadata;
   metadata.iteration = detail::stored_iteration(user_metadata);
+  // Replicated parameters: each written once, by the rank the layouts give it, so that every
+  // rank writes about as much (Megatron's fully parallel save, for data parallelism).
+  auto writers = detail::replica_writers_of(metadata.ranks, metadata.replica_writers);
   for (std::size_t r = 0; r < out.ranks.size(); ++r) {
     planned_file file{rank_file({}, static_cast<int>(r)).string(), static_cast<int>(r), {}, {}};
     if (file.writer == comm.rank()) { // the identity of a file is its writer's to record
@@ -56,7 +59,7 @@ CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communica
       file.metadata["format"] = "cairn.distributed";
     }
     for (auto const& p : out.ranks[r].parameters) {
-      if (p.replicated && r != 0) continue; // rank 0 writes it
+      if (p.replicated && writers.at(p.name) != static_cast<int>(r)) continue; // another replica writes it
       for (auto i : shards)
         file.items.push_back({cairn::detail::tensor_name(p.name, state.shard_names[i]),
                               p.dtype,
@@ -86,7 +89,8 @@ struct rank_file_reader {
   checkpoint_metadata const& metadata;
   std::filesystem::path const& dir;
   int rank;
-  bool fast; // every rank loads with the saving layout: each reads its own file only
+  bool fast;                          // every rank loads with the saving layout: each reads its own file only
+  std::map<std::string, int> writers; // the file of each replicated parameter
   std::set<int> identity_checked, foreign;
 
   /// Where the tensor `path` of live parameter `p` comes from, or nothing after a problem (reported).
@@ -94,8 +98,8 @@ struct rank_file_reader {
                                                   saved_holders const& held) {
     std::vector<load_source> found;
     for (auto const& [r, saved] : held) {
-      // Replicated parameters are in rank 0's file only.
-      if (saved->replicated ? r != 0 : fast && r != rank) continue;
+      // A replicated parameter is in its writer's file only.
+      if (saved->replicated ? r != writers.at(p.layout.name) : fast && r != rank) continue;
       if (saved->shape != p.layout.shape) {
         load.problem(path, "has shape " + shape_text(saved->shape) + " in the checkpoint, " +
                                shape_text(p.layout.shape) + " here");
@@ -134,7 +138,14 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
   // With the saving layout on every rank, each rank reads nothing but its own file.
   bool same_layout = static_cast<int>(metadata.ranks.size()) == comm.size() &&
                      metadata.ranks[static_cast<std::size_t>(comm.rank())] == state.layout();
-  detail::rank_file_reader reader{loader, metadata, config.path, comm.rank(), comm::all_of(comm, same_layout), {}, {}};
+  detail::rank_file_reader reader{loader,
+                                  metadata,
+                                  config.path,
+                                  comm.rank(),
+                                  comm::all_of(comm, same_layout),
+                                  detail::replica_writers_of(metadata.ranks, metadata.replica_writers),
+                                  {},
+                                  {}};
   std::map<std::string, detail::saved_holders, std::less<>> holders;
   for (std::size_t r = 0; r < metadata.ranks.size(); ++r)
     for (auto const& saved : metadata.ranks[r].parameters)

@@ -12,9 +12,11 @@
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,9 +35,41 @@ CAIRN_DECL migration_chain const& checkpoint_metadata_migrations() {
       doc["version"] = "1";
     });
     c.step("1", "2", [](boost::json::object& doc) { doc["version"] = "2"; });
+    c.step("2", "3", [](boost::json::object& doc) {
+      doc["replica_writers"] = "rank_0";
+      doc["version"] = "3";
+    });
     return c;
   }();
   return chain;
+}
+
+CAIRN_DECL std::map<std::string, int> detail::replica_writers_of(std::vector<rank_layout> const& ranks,
+                                                                 replica_writer_rule rule) {
+  std::map<std::string, int> writer;
+  std::map<std::string, std::uint64_t> bytes_of; // a replicated parameter's bytes, by name
+  std::vector<std::uint64_t> written(ranks.size(), 0);
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    for (auto const& p : ranks[r].parameters) {
+      auto bytes = p.shard.numel() * io::size_of(p.dtype);
+      if (!p.replicated)
+        written[r] += bytes;
+      else
+        bytes_of.try_emplace(p.name, bytes);
+    }
+  // Largest first, each to the rank with the fewest bytes so far (ties: by name, then the lowest rank).
+  std::vector<std::pair<std::uint64_t, std::string>> order;
+  for (auto const& [name, bytes] : bytes_of) order.emplace_back(bytes, name);
+  std::stable_sort(order.begin(), order.end(), [](auto const& a, auto const& b) { return a.first > b.first; });
+  for (auto const& [bytes, name] : order) {
+    int chosen = 0;
+    if (rule == replica_writer_rule::balanced)
+      for (std::size_t r = 1; r < written.size(); ++r)
+        if (written[r] < written[static_cast<std::size_t>(chosen)]) chosen = static_cast<int>(r);
+    writer[name] = chosen;
+    written[static_cast<std::size_t>(chosen)] += bytes;
+  }
+  return writer;
 }
 
 CAIRN_DECL io::io_error detail::stored_metadata_error(std::string const& source, config_error const& e) {
@@ -74,7 +108,7 @@ CAIRN_DECL checkpoint_metadata detail::parse_metadata_document(boost::json::valu
   if (!version || !version->is_string())
     throw config_error({{source, "checkpoint metadata has no version; is this a cairn checkpoint?"}});
   // Every save of version 2 on records its identity; only migrated ones may lack it.
-  if (version->get_string() == checkpoint_metadata_version) {
+  if (version->get_string() == "2" || version->get_string() == checkpoint_metadata_version) {
     auto const* id = object.if_contains("save_id");
     if (!id || !id->is_string() || id->get_string().empty())
       throw config_error(

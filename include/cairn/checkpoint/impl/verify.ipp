@@ -57,6 +57,7 @@ CAIRN_DECL void verify_distributed_layout(std::filesystem::path const& path, che
                                           std::vector<std::string>& problems) {
   for (auto const& p : tiling_problems(metadata.ranks))
     problems.push_back(formats::metadata_file(path).string() + ": " + p);
+  auto writers = replica_writers_of(metadata.ranks, metadata.replica_writers);
   for (std::size_t r = 0; r < metadata.ranks.size(); ++r) {
     auto file_path = formats::rank_file(path, static_cast<int>(r));
     std::error_code ec;
@@ -70,7 +71,7 @@ CAIRN_DECL void verify_distributed_layout(std::filesystem::path const& path, che
       if (auto problem = identity_problem(file, metadata, static_cast<int>(r)))
         problems.push_back(file_path.string() + ": " + *problem);
       for (auto const& p : metadata.ranks[r].parameters) {
-        if (p.replicated && r != 0) continue;
+        if (p.replicated && writers.at(p.name) != static_cast<int>(r)) continue; // in its writer's file
         for (auto const& shard : metadata.shard_names) {
           auto name = tensor_name(p.name, shard);
           auto const* t = file.find(name);

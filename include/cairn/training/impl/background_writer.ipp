@@ -3,6 +3,7 @@
 #pragma once
 // cairn: requires libtorch
 
+#include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/diagnostics.hpp>
 #include <cairn/progress.hpp>
@@ -19,6 +20,7 @@
 #include <functional>
 #include <future>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,14 +38,18 @@ CAIRN_DECL background_writer::~background_writer() {
   emit(severity::warning, {path, "not committed: the checkpoint manager was destroyed before finish()"});
 }
 
-CAIRN_DECL model_state background_writer::copy_to_host(model_state const& state, int rank) {
+CAIRN_DECL model_state background_writer::copy_to_host(model_state const& state, save_plan const& plan, int rank) {
+  std::set<std::string, std::less<>> written; // the parameters this rank writes
+  for (auto const& file : plan.files)
+    if (file.writer == rank)
+      for (auto const& item : file.items) written.insert(item.parameter);
   model_state out;
   out.shard_names = state.shard_names;
   std::size_t slot = 0;
   for (auto const& p : state.parameters) {
     parameter_state copy{p.layout, {}};
     for (auto const& t : p.shards) {
-      if (p.layout.replicated && rank != 0) {
+      if (!written.contains(p.layout.name)) { // not written here: handed over as it is, never read
         copy.shards.push_back(t);
         continue;
       }

@@ -234,7 +234,7 @@ CAIRN_DECL void basic_checkpoint_manager::save(std::int64_t iteration, model_sta
     commit_pending();
     return;
   }
-  auto snapshot = writer_.copy_to_host(state, comm_.rank());
+  auto snapshot = writer_.copy_to_host(state, plan, comm_.rank());
   auto paused = std::chrono::duration<double>(clock::now() - started).count();
   writer_.start(iteration, dir, bytes, started, paused,
                 [snapshot = std::move(snapshot), plan = std::move(plan), dir, rank = comm_.rank()] {
