@@ -134,6 +134,20 @@ TEST_CASE("unmapped parameters, unmapped tensors and wrong configs are refused")
     CHECK(e.errors()[0].message == R"('architectures' must be ["TinyForCausalLM"], got ["Other"])");
     CHECK(e.errors()[1].message == "unknown key 'rope_theta'");
   }
+
+  // A value the model refuses is named by the file and its key there, not only the model's.
+  config.erase("rope_theta");
+  config["architectures"] = boost::json::array{"TinyForCausalLM"};
+  config["hidden_size"] = "8";
+  std::ofstream(dir / "hf" / "config.json") << boost::json::serialize(config);
+  try {
+    (void)cairn::external::load_config(conv, dir / "hf");
+    FAIL("accepted");
+  } catch (cairn::config_error const& e) {
+    REQUIRE(e.errors().size() == 1);
+    CHECK(e.errors()[0].path == (dir / "hf" / "config.json").string() + ": hidden_size");
+    CHECK(e.errors()[0].message.find("(the model's hidden)") != std::string::npos);
+  }
 }
 
 TEST_CASE("an export knows its files before it moves data: rules run on meta tensors, or once when they cannot") {

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,12 @@ public:
   /// Their config.json (less model_type) from our model config's JSON.
   [[nodiscard]] CAIRN_DECL boost::json::object to_external(boost::json::object const& ours) const;
 
+  /// Their name of our key `ours` (a dotted path), where a rule renames it; else `ours`.
+  [[nodiscard]] std::string theirs_of(std::string const& ours) const {
+    auto found = theirs_of_.find(ours);
+    return found == theirs_of_.end() ? ours : found->second;
+  }
+
   /// Our model config's JSON from theirs. Keys no rule knows are errors, all listed, naming `source`.
   [[nodiscard]] CAIRN_DECL boost::json::object to_ours(boost::json::object const& theirs,
                                                        std::string const& source) const;
@@ -59,6 +66,7 @@ private:
   CAIRN_DECL static boost::json::value const* find(boost::json::object const& in, std::string const& path);
   CAIRN_DECL static void set(boost::json::object& out, std::string const& path, boost::json::value const& v);
   std::vector<mapping_rule> rules_;
+  std::map<std::string, std::string> theirs_of_; // renamed keys: ours -> theirs
 };
 
 /// Everything cairn needs to read and write another framework's checkpoints of a model.
@@ -129,7 +137,16 @@ Model load_config(converter<Model> const& conv, std::filesystem::path const& pat
         {{file.string(), "model_type " + (type ? cairn::detail::compact(*type) : std::string("(none)")) +
                              " has no converter in this program (it converts \"" + conv.model_type + "\")"}});
   theirs.erase("model_type");
-  return from_json<Model>(conv.config.to_ours(theirs, file.string()));
+  try {
+    return from_json<Model>(conv.config.to_ours(theirs, file.string()));
+  } catch (config_error const& e) { // the model's checks, said in config.json's terms
+    std::vector<diagnostic> named;
+    for (auto const& d : e.errors()) {
+      auto key = conv.config.theirs_of(d.path);
+      named.push_back({file.string() + ": " + key, d.message + (key != d.path ? " (the model's " + d.path + ")" : "")});
+    }
+    throw config_error(std::move(named));
+  }
 }
 
 /// Loads the model weights of an external checkpoint into `state` (any layout). `model` is the

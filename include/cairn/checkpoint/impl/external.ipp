@@ -34,6 +34,7 @@
 namespace cairn::external {
 
 CAIRN_DECL config_mapping& config_mapping::renamed(std::string ours, std::string theirs) {
+  theirs_of_[ours] = theirs;
   rules_.push_back({theirs,
                     [=](boost::json::object const& in, boost::json::object& out) {
                       if (auto const* v = find(in, ours)) out[theirs] = *v;
