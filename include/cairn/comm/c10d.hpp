@@ -2,12 +2,15 @@
 // cairn: requires libtorch
 
 #include <cairn/comm/communicator.hpp>
+#include <cairn/error.hpp>
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <cstdint>
+#include <exception>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -25,20 +28,22 @@ public:
   [[nodiscard]] int size() const { return group_->getSize(); }
   [[nodiscard]] Group& group() const noexcept { return *group_; }
 
-  void barrier() { group_->barrier(c10d::BarrierOptions())->wait(); }
+  void barrier() {
+    run("barrier", [&] { group_->barrier(c10d::BarrierOptions())->wait(); });
+  }
 
   void broadcast(at::Tensor& tensor, int root) {
     std::vector<at::Tensor> tensors{tensor};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    group_->broadcast(tensors, options)->wait();
+    run("broadcast", [&] { group_->broadcast(tensors, options)->wait(); });
   }
 
   void all_reduce(at::Tensor& tensor, reduce_op op) {
     std::vector<at::Tensor> tensors{tensor};
     c10d::AllreduceOptions options;
     options.reduceOp = op == reduce_op::sum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
-    group_->allreduce(tensors, options)->wait();
+    run("all_reduce", [&] { group_->allreduce(tensors, options)->wait(); });
   }
 
   /// Every rank's tensor, flattened, in rank order; sizes may differ between ranks.
@@ -77,7 +82,7 @@ public:
     if (rank() != root) {
       if (flat.numel() == 0) return;
       std::vector<at::Tensor> sent{flat};
-      group_->send(sent, root, 0)->wait();
+      run("gather (send)", [&] { group_->send(sent, root, 0)->wait(); });
       return;
     }
     std::vector<std::vector<at::Tensor>> received;
@@ -89,13 +94,33 @@ public:
         if (flat.numel() > 0) out.copy_(flat);
       } else if (out.numel() > 0) {
         received.push_back({out});
-        pending.push_back(group_->recv(received.back(), r, 0));
+        run("gather (receive)", [&] { pending.push_back(group_->recv(received.back(), r, 0)); });
       }
     }
-    for (auto& work : pending) work->wait();
+    run("gather (receive)", [&] {
+      for (auto& work : pending) work->wait();
+    });
   }
 
 private:
+  /// Runs `step` of collective `what`; a failure of the backend (a rank that died, a broken
+  /// connection, a timeout) becomes a comm_error naming this rank and the collective, its kind
+  /// comm_errc::timeout or comm_errc::backend, the backend's own message kept.
+  template <class Step> void run(char const* what, Step&& step) const {
+    try {
+      step();
+    } catch (error const&) {
+      throw;
+    } catch (std::exception const& e) {
+      std::string message = e.what();
+      bool timed_out = message.find("imed out") != std::string::npos || message.find("imeout") != std::string::npos;
+      throw comm_error(timed_out ? comm_errc::timeout : comm_errc::backend,
+                       "rank " + std::to_string(group_->getRank()) + " of " + std::to_string(group_->getSize()) + ": " +
+                           what + " failed (" + (timed_out ? "timed out" : "a rank died or the connection broke") +
+                           "): " + message.substr(0, message.find('\n')));
+    }
+  }
+
   /// Every rank's element count, in rank order.
   std::vector<std::int64_t> counts_of(at::Tensor const& flat) {
     std::vector<std::int64_t> counts;
@@ -109,7 +134,7 @@ private:
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < size(); ++r) outputs[0].push_back(at::empty_like(tensor));
     std::vector<at::Tensor> inputs{tensor};
-    group_->allgather(outputs, inputs, c10d::AllgatherOptions())->wait();
+    run("all_gather", [&] { group_->allgather(outputs, inputs, c10d::AllgatherOptions())->wait(); });
     return std::move(outputs[0]);
   }
 
