@@ -304,3 +304,12 @@ TEST_CASE("a float too small for a double reads as zero, as JSON reads it; one t
     CHECK(message.find("too large") == std::string::npos); // NaN is not large
   }
 }
+
+TEST_CASE("YAML nested deeper than a config can be is refused as such, as JSON is") {
+  std::string deep = "seed: " + std::string(40, '[') + std::string(40, ']') + "\n";
+  CHECK_THROWS_WITH(cairn::parse_yaml(deep, "deep.yaml"), doctest::Contains("deep.yaml: nested deeper than 32 levels"));
+  std::string deeper =
+      "seed: " + std::string(1000, '[') + std::string(1000, ']') + "\n"; // yaml-cpp's own limit is beyond
+  CHECK_THROWS_WITH(cairn::parse_yaml(deeper, "deep.yaml"), doctest::Contains("nested deeper than 32 levels"));
+  CHECK(cairn::parse_yaml("a: [[[[1]]]]\n").at("a").at(0).at(0).at(0).at(0) == 1);
+}

@@ -338,6 +338,8 @@ private:
   void open(YAML::Mark const& mark, std::string const& tag, YAML::anchor_t anchor, boost::json::value empty) {
     check_tag(mark, tag);
     if (expecting_key()) fail(mark, "a key that is not a scalar" + where());
+    // As deep as a JSON config may be (Boost.JSON's parser stops at 32): a config is not deeper.
+    if (stack_.size() >= 32) fail(mark, "nested deeper than 32 levels, as no config is" + where());
     count(mark, 1);
     stack_.push_back({std::move(empty), mark, child_path(), anchor, 1, std::nullopt, false, {}});
   }
