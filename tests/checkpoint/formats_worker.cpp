@@ -13,6 +13,7 @@
 #include <cairn/comm/gloo.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
+#include <cairn/io/safetensors.hpp>
 
 #include <cerrno>
 #include <cstdio>
@@ -131,8 +132,17 @@ int reshard(std::string const& format, std::filesystem::path const& work) {
     char const* scheme;
   };
   std::pair<world, world> const cases[] = {
-      {{1, "dim"}, {2, "flat"}},  {{2, "dim"}, {2, "dim"}},    {{2, "flat"}, {4, "dim"}}, {{4, "mixed"}, {1, "dim"}},
-      {{4, "dim"}, {2, "mixed"}}, {{2, "mixed"}, {4, "flat"}}, {{4, "flat"}, {4, "flat"}}};
+      {{1, "dim"}, {2, "flat"}},
+      {{2, "dim"}, {2, "dim"}},
+      {{2, "flat"}, {4, "dim"}},
+      {{4, "mixed"}, {1, "dim"}},
+      {{4, "dim"}, {2, "mixed"}},
+      {{2, "mixed"}, {4, "flat"}},
+      {{4, "flat"}, {4, "flat"}},
+      // Data parallel: the replicas spread over the saving ranks' files, read back from each.
+      {{4, "replicated"}, {4, "replicated"}},
+      {{3, "replicated"}, {2, "flat"}},
+      {{2, "dim"}, {3, "replicated"}}};
   for (auto const& [saved, loaded] : cases) {
     auto dir = work / (format + "_" + std::to_string(saved.ranks) + saved.scheme + "_" + std::to_string(loaded.ranks) +
                        loaded.scheme);
@@ -144,6 +154,18 @@ int reshard(std::string const& format, std::filesystem::path const& work) {
       std::fprintf(stderr, "%s: the save on %d ranks (%s) failed: %d\n", format.c_str(), saved.ranks, saved.scheme,
                    status);
       return 1;
+    }
+    if (format == "distributed" && std::string(saved.scheme) == "replicated") {
+      // Every replica written once, and not all by rank 0: each of the saving ranks' files holds some.
+      int holding = 0;
+      for (int r = 0; r < saved.ranks; ++r)
+        holding +=
+            cairn::io::safetensors_file(dir / ("rank_" + std::to_string(r) + ".safetensors")).tensors().empty() ? 0 : 1;
+      if (holding < 2) {
+        std::fprintf(stderr, "%s: the replicas of %d ranks are in %d rank files\n", format.c_str(), saved.ranks,
+                     holding);
+        return 1;
+      }
     }
     if (int status = one("load", loaded); status != 0) {
       std::fprintf(stderr, "%s: %d ranks (%s) -> %d ranks (%s) failed: %d\n", format.c_str(), saved.ranks, saved.scheme,
@@ -169,7 +191,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr,
-               "usage: %s save|load DIR distributed|state_dict dim|flat|mixed\n"
+               "usage: %s save|load DIR distributed|state_dict dim|flat|mixed|replicated\n"
                "       %s reshard distributed|state_dict WORK_DIR\n"
                "       %s export DIR\n",
                argv[0], argv[0], argv[0]);

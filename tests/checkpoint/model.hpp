@@ -40,11 +40,16 @@ inline double value(std::size_t parameter, std::size_t shard, std::uint64_t inde
 }
 
 /// How parameters are split over ranks: along dimension 0, as flat ranges of the whole tensor
-/// (ZeRO-style), or both (flat halves of dimension-0 boxes, for an even world size).
-enum class scheme { dim, flat, mixed };
+/// (ZeRO-style), or both (flat halves of dimension-0 boxes, for an even world size); or not at
+/// all, every parameter whole and replicated on every rank (data parallelism), so that its
+/// replicas are written by different ranks.
+enum class scheme { dim, flat, mixed, replicated };
 
 inline scheme parse_scheme(std::string const& s) {
-  return s == "flat" ? scheme::flat : s == "mixed" ? scheme::mixed : scheme::dim;
+  return s == "flat"         ? scheme::flat
+         : s == "mixed"      ? scheme::mixed
+         : s == "replicated" ? scheme::replicated
+                             : scheme::dim;
 }
 
 inline cairn::shard_layout shard_of(std::vector<std::uint64_t> const& shape, scheme how, int rank, int size,
@@ -78,8 +83,9 @@ inline cairn::model_state make(scheme how, int rank, int size, bool fill) {
   for (std::size_t i = 0; i < parameters().size(); ++i) {
     auto const& spec = parameters()[i];
     cairn::parameter_state p;
-    p.layout = {spec.name, spec.shape, cairn::to_dtype(spec.type), spec.replicated,
-                shard_of(spec.shape, how, rank, size, spec.replicated)};
+    bool replicated = spec.replicated || how == scheme::replicated;
+    p.layout = {spec.name, spec.shape, cairn::to_dtype(spec.type), replicated,
+                shard_of(spec.shape, how, rank, size, replicated)};
     auto whole = cairn::shard_layout::whole(spec.shape);
     for (std::size_t s = 0; s < shard_names.size(); ++s) {
       auto t = at::zeros({static_cast<std::int64_t>(p.layout.shard.numel())}, at::TensorOptions().dtype(spec.type));
