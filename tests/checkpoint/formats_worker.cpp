@@ -9,12 +9,14 @@
 // case, the ranks of each save and load forked from the driver, by
 //
 //     checkpoint_formats_worker reshard FORMAT WORK_DIR
+#include <cairn/checkpoint/formats/state_dict.hpp>
 #include <cairn/comm.hpp>
 #include <cairn/comm/gloo.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/safetensors.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -26,7 +28,8 @@
 
 namespace {
 
-/// Fails the first write to the second file of an export (rank 1 writes it).
+/// Fails the first write to the second file of an export (rank 1 writes it; the other ranks
+/// write their parts of its tensors into it, and fail on it just the same).
 void fail_second_file(char const* operation, std::filesystem::path const& path) {
   auto name = path.filename().string();
   if (std::string(operation) == "write" &&
@@ -58,6 +61,23 @@ int export_and_load(char const* dir) {
               bad);
   if (bad != 0 || files < 3) return 1;
 
+  // Flat shards: every tensor of a state_dict export is written in place by its holders, each
+  // rank writing its own share of every file (no bytes gathered).
+  auto planned = cairn::formats::state_dict::plan(state, comm, save, {}, {});
+  std::size_t co_written = 0, items = 0;
+  for (auto const& file : planned.files)
+    for (auto const& item : file.items) {
+      ++items;
+      co_written += item.source == cairn::write_source::co_written ? 1 : 0;
+    }
+  auto shares = planned.bytes_per_rank(comm.size());
+  for (auto const& closing : planned.closing) shares[0] -= closing.text.size(); // the tensors' bytes alone
+  auto [least, most] = std::minmax_element(shares.begin(), shares.end());
+  std::printf("rank %d: %zu of %zu tensors written in place by their holders, %llu to %llu bytes per rank\n",
+              comm.rank(), co_written, items, static_cast<unsigned long long>(*least),
+              static_cast<unsigned long long>(*most));
+  if (co_written != items || *most > *least + *least / 4) return 1;
+
   // A disk error on one rank's writer, of either export: every rank fails (none waits forever),
   // the error names that rank and its file, and no file of the failed export is left complete
   // under a final name of a directory that claims to be a checkpoint.
@@ -71,7 +91,9 @@ int export_and_load(char const* dir) {
     comm.barrier();
     std::string message;
     {
-      cairn::io::scoped_fault_injection fault(comm.rank() == 1 ? fail_second_file : nullptr);
+      // The file's writer fails in one export, another rank writing its part of it in the other.
+      int failing = format == cairn::checkpoint_format::external ? 1 : 0;
+      cairn::io::scoped_fault_injection fault(comm.rank() == failing ? fail_second_file : nullptr);
       try {
         if (format == cairn::checkpoint_format::external)
           cairn::external::save(state, comm, conv, model, failed);
@@ -82,12 +104,18 @@ int export_and_load(char const* dir) {
       }
     }
     auto second = format == cairn::checkpoint_format::external ? "model-00002-of-" : "state_dict_1.safetensors";
-    bool named = message.find("rank 1") != std::string::npos || comm.rank() == 1;
-    bool ok = !message.empty() && named && message.find(second) != std::string::npos &&
+    int failing = format == cairn::checkpoint_format::external ? 1 : 0;
+    bool named = message.find("rank " + std::to_string(failing)) != std::string::npos || comm.rank() == failing;
+    comm.barrier(); // every rank has given up its files
+    bool left_over = false; // a temporary or shared file, or the failed file under its final name
+    for (auto const& entry : std::filesystem::directory_iterator(failed.path))
+      left_over = left_over || entry.path().filename().string().find(second) != std::string::npos ||
+                  entry.path().filename().string().front() == '.';
+    bool ok = !message.empty() && named && message.find(second) != std::string::npos && !left_over &&
               !std::filesystem::exists(failed.path / (format == cairn::checkpoint_format::external
                                                           ? "config.json"
                                                           : "state_dict.safetensors.index.json"));
-    std::printf("rank %d: a write failing on rank 1 (%s): %s\n", comm.rank(), name.c_str(),
+    std::printf("rank %d: a write failing on rank %d (%s): %s\n", comm.rank(), failing, name.c_str(),
                 ok ? "refused on every rank" : ("NOT AS EXPECTED: " + message).c_str());
     failed_everywhere = failed_everywhere && ok;
   }

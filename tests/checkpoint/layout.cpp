@@ -1,5 +1,6 @@
 // Shard layouts and their overlaps: random layouts of random shapes over 1-8 ranks cover every
 // element exactly once, and resharding between any two moves every element to its place.
+#include <cairn/checkpoint/detail/save_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/config.hpp>
@@ -235,4 +236,36 @@ TEST_CASE("replicated parameters are written once each, spread over the ranks by
   // Saves of metadata version 2 and before: rank 0 wrote every replicated parameter.
   for (auto const& [name, rank] : cairn::detail::replica_writers_of(ranks, cairn::replica_writer_rule::rank_0))
     CHECK(rank == 0);
+}
+
+TEST_CASE("a whole-tensor save lets each holder write its part in place when every part is one run of the whole") {
+  shape_t const shape{6, 4};
+  auto layouts = [&](auto shard_of, int size) {
+    std::vector<cairn::rank_layout> ranks(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r)
+      ranks[static_cast<std::size_t>(r)].parameters.push_back(
+          {"w", shape, cairn::io::dtype::F32, false, shard_of(r, size)});
+    return ranks;
+  };
+  auto whole = cairn::parameter_layout{"w", shape, cairn::io::dtype::F32, false, shard_layout::whole(shape)};
+  // Flat slices (ZeRO) and row blocks are runs: each rank's, in rank order.
+  auto flat = cairn::detail::part_runs(layouts([&](int r, int n) { return cairn::flat_slice(shape, r, n); }, 3), whole);
+  REQUIRE(flat);
+  CHECK(*flat == std::vector<cairn::flat_range>{{0, 8}, {8, 16}, {16, 24}});
+  auto rows = cairn::detail::part_runs(layouts([&](int r, int n) { return cairn::split_rows(shape, r, n); }, 4), whole);
+  REQUIRE(rows);
+  CHECK(*rows == std::vector<cairn::flat_range>{{0, 8}, {8, 16}, {16, 20}, {20, 24}}); // 2, 2, 1 and 1 rows
+  // Column blocks are a run per row: gathered instead. So is a part held by one rank alone, and
+  // layouts that leave a gap or overlap (the gather reports those).
+  CHECK_FALSE(cairn::detail::part_runs(layouts([&](int r, int n) { return cairn::split_columns(shape, r, n); }, 2), whole));
+  CHECK_FALSE(cairn::detail::part_runs(layouts([&](int, int) { return shard_layout::whole(shape); }, 1), whole));
+  auto replicated = layouts([&](int, int) { return shard_layout::whole(shape); }, 3);
+  for (auto& r : replicated) r.parameters[0].replicated = true;
+  CHECK_FALSE(cairn::detail::part_runs(replicated, whole)); // rank 0 alone sends replicated values
+  auto gap = layouts([&](int r, int n) { return cairn::flat_slice(shape, r, n); }, 3);
+  gap[1].parameters[0].shard.flat = cairn::flat_range{8, 15};
+  CHECK_FALSE(cairn::detail::part_runs(gap, whole));
+  auto overlapping = layouts([&](int r, int n) { return cairn::flat_slice(shape, r, n); }, 2);
+  overlapping[1].parameters[0].shard.flat = cairn::flat_range{11, 24};
+  CHECK_FALSE(cairn::detail::part_runs(overlapping, whole));
 }

@@ -245,4 +245,60 @@ TEST_CASE("a streamed file (declared, then written one tensor at a time) equals 
   CHECK_FALSE(std::filesystem::exists(dir / "broken.safetensors"));
 }
 
+TEST_CASE("several writers of one file (each its part of the shared tensors) make the file one writer makes") {
+  temp_dir dir;
+  auto a = pattern(4096, 1), b = pattern(24, 2), c = pattern(1000, 3);
+  safetensors_writer whole(dir / "whole.safetensors");
+  whole.add("a", dtype::F32, {32, 32}, a, dtype::BF16);
+  whole.add("b", dtype::I64, {3}, b);
+  whole.add("c", dtype::U8, {1000}, c);
+  whole.write();
+
+  // Two writers, as two ranks: "a" and "c" split between them, "b" the opener's alone.
+  auto declare = [](safetensors_writer& w) {
+    w.declare_shared("a", dtype::F32, {32, 32}, dtype::BF16);
+    w.declare("b", dtype::I64, {3});
+    w.declare_shared("c", dtype::U8, {1000});
+  };
+  auto span = std::span<std::byte const>(a);
+  safetensors_writer opener(dir / "shared.safetensors"), joiner(dir / "shared.safetensors");
+  declare(opener);
+  declare(joiner);
+  opener.open_shared("save-1");
+  joiner.join_shared("save-1");
+  joiner.put_part("a", 700, span.subspan(700 * 4));
+  opener.put_part("a", 0, span.first(700 * 4));
+  opener.put("b", b);
+  joiner.put_part("c", 0, std::span<std::byte const>(c).first(10));
+  opener.put_part("c", 10, std::span<std::byte const>(c).subspan(10));
+  CHECK_THROWS_WITH_AS(joiner.put_part("b", 0, b), doctest::Contains("'b' is not declared shared"), io_error);
+  CHECK_THROWS_WITH_AS(joiner.put_part("c", 995, std::span<std::byte const>(c).first(10)),
+                       doctest::Contains("10 bytes from element 995 do not fit its 1000 elements"), io_error);
+  CHECK_THROWS_AS(joiner.commit(), io_error); // a joiner never commits
+  joiner.release();
+  CHECK_FALSE(std::filesystem::exists(dir / "shared.safetensors")); // nothing under the final name yet
+  opener.commit();
+  std::ifstream x(dir / "whole.safetensors", std::ios::binary), y(dir / "shared.safetensors", std::ios::binary);
+  std::string left((std::istreambuf_iterator<char>(x)), {}), right((std::istreambuf_iterator<char>(y)), {});
+  CHECK(left == right); // the checksums of the shared tensors included, read back from the file
+  safetensors_file file(dir / "shared.safetensors");
+  for (auto name : {"a", "b", "c"}) file.verify(file.at(name));
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path), {}) == 2); // no temporary left
+
+  // An opener gone before its commit leaves nothing; a joiner then finds nothing to join, and a
+  // token that could leave the directory is refused.
+  {
+    safetensors_writer gone(dir / "gone.safetensors");
+    declare(gone);
+    gone.open_shared("save-2");
+  }
+  safetensors_writer late(dir / "gone.safetensors");
+  declare(late);
+  CHECK_THROWS_AS(late.join_shared("save-2"), io_error);
+  safetensors_writer odd(dir / "odd.safetensors");
+  declare(odd);
+  CHECK_THROWS_WITH_AS(odd.open_shared("../x"), doctest::Contains("must be plain"), io_error);
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path), {}) == 2);
+}
+
 static_assert(std::is_nothrow_move_constructible_v<safetensors_writer>, "writers can be kept in containers");

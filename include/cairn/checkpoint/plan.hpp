@@ -22,10 +22,13 @@
 namespace cairn {
 
 /// Where the bytes of a planned tensor come from.
-BOOST_DEFINE_ENUM_CLASS(write_source,
-                        own_shard, ///< the writing rank's own shard of a parameter, as it holds it
-                        gathered,  ///< a state shard of a parameter, whole, gathered to the writer from its holders
-                        converted  ///< an output of a converter's weight rule, run on the writer over whole parameters
+BOOST_DEFINE_ENUM_CLASS(
+    write_source,
+    own_shard, ///< the writing rank's own shard of a parameter, as it holds it
+    gathered,  ///< a state shard of a parameter, whole, gathered to the writer from its holders
+    converted, ///< an output of a converter's weight rule, run on the writer over whole parameters
+    co_written ///< a state shard of a parameter, whole, each holder writing its own part where
+               ///< it lies in the file (every part one run of the whole): no bytes move between ranks
 )
 
 /// One tensor of a planned file.
@@ -35,8 +38,8 @@ struct write_item {
   io::dtype stored = io::dtype::F32; ///< in the file (`data_type` converts floating tensors)
   std::vector<std::uint64_t> shape;  ///< in the file
   write_source source = write_source::own_shard;
-  std::string parameter;  ///< own_shard, gathered: whose
-  std::size_t shard = 0;  ///< own_shard, gathered: which state shard (its index in the state)
+  std::string parameter;  ///< own_shard, gathered, co_written: whose
+  std::size_t shard = 0;  ///< own_shard, gathered, co_written: which state shard (its index in the state)
   std::size_t rule = 0;   ///< converted: which weight rule
   std::size_t output = 0; ///< converted: which of the rule's outputs
 
@@ -44,10 +47,11 @@ struct write_item {
   [[nodiscard]] CAIRN_DECL std::uint64_t stored_bytes() const noexcept;
 };
 
-/// One file of a save, written by one rank, its tensors in the order of their bytes.
+/// One file of a save, its tensors in the order of their bytes. One rank writes it (creates it,
+/// writes its tensors, commits it), other ranks adding their parts of its co_written tensors.
 struct planned_file {
   std::string name;                            ///< relative to the save's directory
-  int writer = 0;                              ///< the rank that writes it
+  int writer = 0;                              ///< the rank that writes (and commits) it
   std::map<std::string, std::string> metadata; ///< its `__metadata__`: format, identity
   std::vector<write_item> items;
 };
@@ -67,7 +71,8 @@ struct save_plan {
   /// What every rank holds (the gathers' sources): the layouts the plan was made from.
   std::vector<rank_layout> ranks;
 
-  /// Bytes each of `world_size` ranks writes (planned files; the closing ones are rank 0's too).
+  /// Bytes each of `world_size` ranks writes (planned files, co_written tensors counted on each
+  /// holder for its part; the closing ones are rank 0's too).
   [[nodiscard]] CAIRN_DECL std::vector<std::uint64_t> bytes_per_rank(int world_size) const;
 
   /// The rounds of the plan: its files' longest list of tensors. In round k every rank takes

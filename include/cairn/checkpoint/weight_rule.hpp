@@ -22,6 +22,9 @@ struct weight_rule {
   std::vector<std::string> theirs;
   std::function<std::vector<at::Tensor>(std::vector<at::Tensor> const&)> to_theirs;
   std::function<std::vector<at::Tensor>(std::vector<at::Tensor> const&)> to_ours;
+  /// Set by `renamed`: theirs is ours as it is, so that a save can write each rank's part of it
+  /// where it lies in the file instead of gathering it and running the rule.
+  bool unchanged = false;
 };
 
 /// Our `ours` is their `theirs`, unchanged.

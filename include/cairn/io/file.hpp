@@ -106,6 +106,10 @@ public:
   explicit atomic_file(std::filesystem::path final_path)
       : final_(std::move(final_path)), temp_(detail::temporary_name(final_)),
         fd_(open_file(temp_, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC)) {}
+  /// Written under `temporary` (a name other processes can find), which must not exist yet.
+  atomic_file(std::filesystem::path final_path, std::filesystem::path temporary)
+      : final_(std::move(final_path)), temp_(std::move(temporary)),
+        fd_(open_file(temp_, O_WRONLY | O_CREAT | O_EXCL | O_TRUNC)) {}
   atomic_file(atomic_file const&) = delete;
   atomic_file& operator=(atomic_file const&) = delete;
   CAIRN_DECL ~atomic_file();

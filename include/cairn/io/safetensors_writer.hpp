@@ -11,12 +11,13 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace cairn::io {
+
+class checksum;
 
 /// Whether a writer records a checksum of every tensor in `__metadata__`.
 enum class checksums { record, skip };
@@ -29,6 +30,12 @@ enum class checksums { record, skip };
 /// then lies in the file as it lies in memory, cache-line aligned, and reads and writes of it copy
 /// at memory speed (a copy between buffers 8 bytes out of line runs at a third of it). To hold
 /// one tensor at a time instead, `declare` them all, `open`, `put` each in turn, `commit`.
+///
+/// Several processes can write one file together: each declares the same tensors and metadata,
+/// one `open_shared`s it and the others `join_shared` it (one token naming its temporary), each
+/// `put_part`s its elements of the tensors declared shared, the joiners `release`, and once they
+/// all have, the opener `put`s the rest and `commit`s, checksumming the shared tensors from the
+/// file. Nothing appears under the final name before that commit.
 ///
 ///     io::safetensors_writer writer("model.safetensors");
 ///     writer.add("w", io::dtype::F32, {4, 4}, std::as_bytes(std::span(data)));
@@ -51,6 +58,10 @@ public:
   CAIRN_DECL void declare(std::string name, dtype source_type, std::vector<std::uint64_t> shape,
                           std::optional<dtype> stored_type = std::nullopt);
 
+  /// Declares a tensor several writers of a shared file write in parts (`put_part`).
+  CAIRN_DECL void declare_shared(std::string name, dtype source_type, std::vector<std::uint64_t> shape,
+                                 std::optional<dtype> stored_type = std::nullopt);
+
   /// A string in `__metadata__`.
   void set_metadata(std::string key, std::string value) { metadata_[std::move(key)] = std::move(value); }
 
@@ -66,10 +77,26 @@ public:
   /// refuse it) is an io_error before anything is written.
   CAIRN_DECL void open();
 
-  /// Writes the bytes (of its source type) of declared tensor `name`, the next one in order.
+  /// Writes the bytes (of its source type) of declared tensor `name`, the next one in order
+  /// (the shared tensors are skipped in that order).
   CAIRN_DECL void put(std::string const& name, std::span<std::byte const> bytes);
 
-  /// Completes the file: every declared tensor must have been written.
+  /// `open`, under a temporary name made of `token` (letters, digits, '-' and '_'), for other
+  /// writers to `join_shared`. The file has its whole size from the start.
+  CAIRN_DECL void open_shared(std::string const& token);
+
+  /// Opens, to `put_part` into it, the file another writer has `open_shared(token)`; its
+  /// declarations and metadata must be the opener's. `release` when done; never `commit`.
+  CAIRN_DECL void join_shared(std::string const& token);
+
+  /// Writes `bytes` (of its source type) as the elements from `first` of shared tensor `name`.
+  CAIRN_DECL void put_part(std::string const& name, std::uint64_t first, std::span<std::byte const> bytes);
+
+  /// A joined writer's end: what it wrote is durable (fsynced) and the file closed.
+  CAIRN_DECL void release();
+
+  /// Completes the file: every declared tensor must have been written (the shared ones by every
+  /// writer, which the caller knows and the file cannot).
   CAIRN_DECL void commit();
 
 private:
@@ -83,6 +110,7 @@ private:
     std::uint64_t stored_size;
     std::uint64_t begin;
     std::optional<std::uint64_t> checksum{};
+    bool shared = false;
   };
 
   [[nodiscard]] CAIRN_DECL std::uint64_t data_size() const;
@@ -91,15 +119,31 @@ private:
 
   CAIRN_DECL void check_size(entry const& e, std::span<std::byte const> bytes) const;
 
-  CAIRN_DECL void write_tensor(atomic_file& file, entry& e, std::span<std::byte const> bytes,
-                               std::vector<std::byte>& buffer);
+  /// Lays the tensors out and opens `file`, the header written; nothing when joining (`file` null).
+  CAIRN_DECL void start(std::unique_ptr<atomic_file> file);
+
+  CAIRN_DECL entry& shared_entry(std::string const& name);
+
+  /// Writes `bytes` (source type) at `offset` of the file, converted; their checksum into `hash`.
+  CAIRN_DECL void write_converted(entry const& e, std::span<std::byte const> bytes, std::uint64_t offset,
+                                  checksum* hash);
+
+  CAIRN_DECL void write_tensor(entry& e, std::span<std::byte const> bytes);
+
+  CAIRN_DECL void hash_shared();
+
+  void write_at(std::span<std::byte const> bytes, std::uint64_t offset) {
+    pwrite_all(file_ ? file_->fd() : joined_.get(), bytes, offset, path_);
+  }
 
   std::filesystem::path path_;
   checksums policy_;
   std::vector<entry> entries_;
-  std::set<std::string, std::less<>> names_; // of entries_, to refuse a name given twice
+  std::map<std::string, std::size_t, std::less<>> index_; // of entries_, to refuse a name given twice
   std::map<std::string, std::string> metadata_;
   std::unique_ptr<atomic_file> file_; // a pointer: the writer stays movable
+  unique_fd joined_;                  // a joiner's: the opener's temporary file
+  std::uint64_t data_start_ = 0;
   std::size_t next_ = 0;
   std::vector<std::byte> buffer_;
 };

@@ -7,12 +7,16 @@
 // the writer, the closing files last, every failure agreed by every rank.
 //
 // The call sequence, on every rank with the same plan:
-//   1. the writer of each file opens it with its header (the plan fixes every tensor's place);
+//   1. the writer of each file opens it with its header (the plan fixes every tensor's place),
+//      and every rank agrees that all are open;
 //   2. for each round k, for each file f in turn: the k-th tensor of f is produced on f's writer
 //      (own shard: no communication; gathered: every rank sends its part; converted: the rule's
-//      parameters gathered whole, the rule run) and queued to be written behind;
-//   3. every rank waits for its files and agrees that all are whole;
-//   4. rank 0 writes the closing files, and every rank agrees that it did.
+//      parameters gathered whole, the rule run) and queued to be written behind; a co_written
+//      tensor is instead written by each of its holders, its own part where it lies in the file;
+//   3. every rank waits for its writes and agrees that all are done;
+//   4. the writers of files with co_written tensors checksum those from the file and commit it,
+//      and every rank agrees that they did;
+//   5. rank 0 writes the closing files, and every rank agrees that it did.
 
 #include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/state.hpp>

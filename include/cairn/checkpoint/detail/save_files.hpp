@@ -32,6 +32,14 @@ CAIRN_DECL std::uint64_t whole_numel(parameter_layout const& p);
 /// Every parameter of every rank's layout, by name (the first rank's description of each).
 CAIRN_DECL std::map<std::string, parameter_layout> parameters_of(std::vector<rank_layout> const& ranks);
 
+/// The run of parameter `whole` (flat, in the whole tensor) each rank sends when the parameter is
+/// written whole, where every part is one run and the parts tile the whole: what lets each holder
+/// write its own part into the file (a co_written tensor) instead of gathering it. Replicated
+/// values come from rank 0 alone; a rank that sends nothing has an empty run. Nothing when a part
+/// is several runs (a box split across its rows' width, say) or fewer than two ranks send.
+CAIRN_DECL std::optional<std::vector<flat_range>> part_runs(std::vector<rank_layout> const& ranks,
+                                                            parameter_layout const& whole);
+
 /// Packs items of `sizes` elements, in order, into files of at most `limit` elements each (an
 /// item larger than the limit gets a file of its own): the file of each item.
 CAIRN_DECL std::vector<std::size_t> pack_files(std::vector<std::uint64_t> const& sizes, std::uint64_t limit);

@@ -201,6 +201,14 @@ inline std::vector<std::vector<planned_tensor>> plan_rules(model_state const& st
   return outputs;
 }
 
+/// Whether the output `t` of `rule` is a parameter as it is, in parts its holders can write in place.
+inline bool co_writable(weight_rule const& rule, planned_tensor const& t, std::vector<rank_layout> const& ranks,
+                        std::map<std::string, parameter_layout> const& parameters) {
+  if (!rule.unchanged || rule.ours.size() != 1 || rule.theirs.size() != 1) return false;
+  auto const& p = parameters.at(rule.ours.front());
+  return t.dtype == p.dtype && t.shape == p.shape && cairn::detail::part_runs(ranks, p).has_value();
+}
+
 CAIRN_DECL save_plan plan(model_state const& state, comm::communicator_ref comm, std::string const& model_type,
                           std::vector<weight_rule> const& rules, boost::json::object const& external_config,
                           checkpoint_save_config const& config) {
@@ -253,6 +261,10 @@ CAIRN_DECL save_plan plan(model_state const& state, comm::communicator_ref comm,
                             0,
                             r,
                             i});
+      if (co_writable(rules[r], t, out.ranks, parameters)) { // each holder writes its part in place
+        file.items.back().source = write_source::co_written;
+        file.items.back().parameter = rules[r].ours.front();
+      }
       index.weight_map[t.name] = file.name;
       total += file.items.back().stored_bytes();
     }

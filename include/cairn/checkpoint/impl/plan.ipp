@@ -2,6 +2,7 @@
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/checkpoint/detail/save_files.hpp>
 #include <cairn/checkpoint/plan.hpp>
 #include <cairn/io/dtype.hpp>
 
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace cairn {
@@ -24,9 +26,21 @@ CAIRN_DECL std::uint64_t write_item::stored_bytes() const noexcept {
 
 CAIRN_DECL std::vector<std::uint64_t> save_plan::bytes_per_rank(int world_size) const {
   std::vector<std::uint64_t> out(static_cast<std::size_t>(std::max(world_size, 1)), 0);
+  auto parameters = detail::parameters_of(ranks);
   for (auto const& f : files) {
     if (f.writer < 0 || f.writer >= static_cast<int>(out.size())) continue;
-    for (auto const& item : f.items) out[static_cast<std::size_t>(f.writer)] += item.stored_bytes();
+    for (auto const& item : f.items) {
+      auto found = parameters.find(item.parameter);
+      auto runs = item.source == write_source::co_written && found != parameters.end()
+                      ? detail::part_runs(ranks, found->second)
+                      : std::nullopt;
+      if (!runs) {
+        out[static_cast<std::size_t>(f.writer)] += item.stored_bytes();
+        continue;
+      }
+      for (std::size_t r = 0; r < runs->size() && r < out.size(); ++r)
+        out[r] += ((*runs)[r].end - (*runs)[r].begin) * io::size_of(item.stored);
+    }
   }
   for (auto const& c : closing) out[0] += c.text.size();
   return out;

@@ -16,6 +16,7 @@
 #include <boost/describe/enum_to_string.hpp>
 #include <boost/json/value.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -37,6 +38,29 @@ CAIRN_DECL std::map<std::string, parameter_layout> parameters_of(std::vector<ran
   for (auto const& r : ranks)
     for (auto const& p : r.parameters) parameters.try_emplace(p.name, p);
   return parameters;
+}
+
+CAIRN_DECL std::optional<std::vector<flat_range>> part_runs(std::vector<rank_layout> const& ranks,
+                                                            parameter_layout const& whole) {
+  std::vector<flat_range> runs(ranks.size());
+  std::vector<flat_range> sorted;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    auto const* held = ranks[r].find(whole.name);
+    if (!held || (held->replicated && r != 0) || held->shard.numel() == 0) continue;
+    auto found = overlap(whole.shape, held->shard, shard_layout::whole(whole.shape));
+    if (found.size() != 1 || found[0].source != 0 || found[0].length != held->shard.numel()) return std::nullopt;
+    runs[r] = {found[0].target, found[0].target + found[0].length};
+    sorted.push_back(runs[r]);
+  }
+  if (sorted.size() < 2) return std::nullopt;
+  std::sort(sorted.begin(), sorted.end(), [](flat_range a, flat_range b) { return a.begin < b.begin; });
+  std::uint64_t next = 0;
+  for (auto const& run : sorted) {
+    if (run.begin != next) return std::nullopt; // a gap or an overlap: the gather reports it
+    next = run.end;
+  }
+  if (next != whole_numel(whole)) return std::nullopt;
+  return runs;
 }
 
 CAIRN_DECL std::vector<std::size_t> pack_files(std::vector<std::uint64_t> const& sizes, std::uint64_t limit) {

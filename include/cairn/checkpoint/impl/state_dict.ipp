@@ -64,9 +64,11 @@ CAIRN_DECL save_plan state_dict::plan(model_state const& state, comm::communicat
   std::map<std::string, std::string> weight_map;
   for (auto const& [name, p] : parameters) {
     auto& file = out.files[file_of[name]];
+    // Each holder writes its part in place where the parts are runs of the whole; else gathered.
+    auto source = detail::part_runs(out.ranks, p) ? write_source::co_written : write_source::gathered;
     for (auto i : shards) {
       file.items.push_back({cairn::detail::tensor_name(name, state.shard_names[i]), p.dtype,
-                            detail::stored_type(p.dtype, config.data_type), p.shape, write_source::gathered, name, i});
+                            detail::stored_type(p.dtype, config.data_type), p.shape, source, name, i});
       weight_map[file.items.back().tensor] = file.name;
     }
     auto whole = p;

@@ -17,7 +17,7 @@ namespace cairn::external {
 /// Our `ours` is their `theirs`, unchanged.
 CAIRN_DECL weight_rule renamed(std::string ours, std::string theirs) {
   auto same = [](std::vector<at::Tensor> const& t) { return t; };
-  return {{std::move(ours)}, {std::move(theirs)}, same, same};
+  return {{std::move(ours)}, {std::move(theirs)}, same, same, true};
 }
 /// Our 2-D `ours` is their `theirs` transposed.
 CAIRN_DECL weight_rule transposed(std::string ours, std::string theirs) {
