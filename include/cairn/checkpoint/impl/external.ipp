@@ -201,6 +201,23 @@ inline std::vector<std::vector<planned_tensor>> plan_rules(model_state const& st
   return outputs;
 }
 
+/// Refuses rules naming a parameter the state lacks, and parameters no rule names.
+inline void check_coverage(std::map<std::string, parameter_layout> const& parameters,
+                           std::vector<weight_rule> const& rules, std::string const& model_type) {
+  std::set<std::string> covered;
+  for (auto const& rule : rules)
+    for (auto const& name : rule.ours) {
+      if (!parameters.contains(name))
+        throw checkpoint_error(checkpoint_errc::missing_tensor,
+                               "the " + model_type + " converter expects a parameter '" + name + "'");
+      covered.insert(name);
+    }
+  for (auto const& [name, p] : parameters)
+    if (!covered.contains(name))
+      throw checkpoint_error(checkpoint_errc::missing_tensor,
+                             "parameter '" + name + "' has no external name in the " + model_type + " converter");
+}
+
 /// Whether the output `t` of `rule` is a parameter as it is, in parts its holders can write in place.
 inline bool co_writable(weight_rule const& rule, planned_tensor const& t, std::vector<rank_layout> const& ranks,
                         std::map<std::string, parameter_layout> const& parameters) {
@@ -217,18 +234,7 @@ CAIRN_DECL save_plan plan(model_state const& state, comm::communicator_ref comm,
   out.format = checkpoint_format::external;
   out.ranks = cairn::detail::all_rank_layouts(state, comm);
   auto parameters = cairn::detail::parameters_of(out.ranks);
-  std::set<std::string> covered;
-  for (auto const& rule : rules)
-    for (auto const& name : rule.ours) {
-      if (!parameters.contains(name))
-        throw checkpoint_error(checkpoint_errc::missing_tensor,
-                               "the " + model_type + " converter expects a parameter '" + name + "'");
-      covered.insert(name);
-    }
-  for (auto const& [name, p] : parameters)
-    if (!covered.contains(name))
-      throw checkpoint_error(checkpoint_errc::missing_tensor,
-                             "parameter '" + name + "' has no external name in the " + model_type + " converter");
+  check_coverage(parameters, rules, model_type);
   auto outputs = plan_rules(state, comm, out.ranks, parameters, rules);
 
   // Files of whole rules, at most parameters_per_file elements each (a larger rule alone), file i
