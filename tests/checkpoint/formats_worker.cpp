@@ -106,7 +106,7 @@ int export_and_load(char const* dir) {
     auto second = format == cairn::checkpoint_format::external ? "model-00002-of-" : "state_dict_1.safetensors";
     int failing = format == cairn::checkpoint_format::external ? 1 : 0;
     bool named = message.find("rank " + std::to_string(failing)) != std::string::npos || comm.rank() == failing;
-    comm.barrier(); // every rank has given up its files
+    comm.barrier();         // every rank has given up its files
     bool left_over = false; // a temporary or shared file, or the failed file under its final name
     for (auto const& entry : std::filesystem::directory_iterator(failed.path))
       left_over = left_over || entry.path().filename().string().find(second) != std::string::npos ||

@@ -257,7 +257,8 @@ TEST_CASE("a whole-tensor save lets each holder write its part in place when eve
   CHECK(*rows == std::vector<cairn::flat_range>{{0, 8}, {8, 16}, {16, 20}, {20, 24}}); // 2, 2, 1 and 1 rows
   // Column blocks are a run per row: gathered instead. So is a part held by one rank alone, and
   // layouts that leave a gap or overlap (the gather reports those).
-  CHECK_FALSE(cairn::detail::part_runs(layouts([&](int r, int n) { return cairn::split_columns(shape, r, n); }, 2), whole));
+  CHECK_FALSE(
+      cairn::detail::part_runs(layouts([&](int r, int n) { return cairn::split_columns(shape, r, n); }, 2), whole));
   CHECK_FALSE(cairn::detail::part_runs(layouts([&](int, int) { return shard_layout::whole(shape); }, 1), whole));
   auto replicated = layouts([&](int, int) { return shard_layout::whole(shape); }, 3);
   for (auto& r : replicated) r.parameters[0].replicated = true;
