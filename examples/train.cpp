@@ -9,6 +9,7 @@
 //     cairn-train [--config FILE.json|FILE.yaml] [key.path=value ...]
 //     cairn launch -n 2 -- cairn-train --config examples/train.json run.experiment_dir=runs/a
 //     cairn-train convert input.path=... input.format=... output.path=... output.format=...
+//     cairn-train layout --world-size N [key.path=value ...]   (for `cairn plan --layout`)
 //
 // Deterministic on CPU: the data of iteration i and the initial weights are pure functions of
 // the seed, so a run killed at any iteration and resumed ends bitwise identical to an
@@ -21,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -124,20 +126,48 @@ int convert(std::vector<std::string> arguments) {
   return 0;
 }
 
+/// `cairn-train layout --world-size N [--config FILE] [key.path=value…]`: the layouts a run of N
+/// ranks would hold, as JSON, for `cairn plan --layout` to check a resume before it starts.
+int layout(int world_size, train_config const& cfg) {
+  cairn::run_layout run;
+  for (int rank = 0; rank < world_size; ++rank) {
+    std::vector<at::Tensor> whole;
+    auto state = sharded_state(cfg, rank, world_size, c10::kCPU, whole);
+    run.shard_names = state.shard_names;
+    run.ranks.push_back(state.layout());
+  }
+  std::fputs(cairn::to_pretty_json(cairn::to_json(run)).c_str(), stdout);
+  return 0;
+}
+
 } // namespace example
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "convert")
     return cairn::exit_status("cairn-train convert", [&] { return example::convert({argv + 2, argv + argc}); });
+  int layout_ranks = 0; // `layout --world-size N`: argv[1..3], the config's arguments after them
+  if (argc > 3 && std::string_view(argv[1]) == "layout" && std::string_view(argv[2]) == "--world-size") {
+    layout_ranks = std::atoi(argv[3]);
+    if (layout_ranks < 1) {
+      std::fprintf(stderr, "cairn-train layout: --world-size needs a positive integer\n");
+      return 2;
+    }
+    argv[3] = argv[0];
+    argv += 3;
+    argc -= 3;
+  }
 #ifdef CAIRN_WITH_YAML
   cairn::enable_yaml(); // --config FILE.yaml
 #endif
   cairn::command_line_options options;
   options.program = "cairn-train";
   options.description = "Trains the example model, checkpointing, resuming and exporting as configured.\n"
-                        "Also: cairn-train convert input.path=... input.format=... output.path=... output.format=...";
+                        "Also: cairn-train convert input.path=... input.format=... output.path=... output.format=...\n"
+                        "      cairn-train layout --world-size N [key.path=value ...]";
   options.flags = {{"--device", "device"}};
   auto cfg = cairn::parse_command_line<example::train_config>(argc, argv, options);
   if (!cfg) return cfg.exit_status();
+  if (layout_ranks > 0)
+    return cairn::exit_status("cairn-train layout", [&] { return example::layout(layout_ranks, *cfg); });
   return cairn::exit_status("cairn-train", [&] { return example::train(std::move(*cfg)); });
 }

@@ -3,6 +3,7 @@
 #include <cairn/checkpoint/convert.hpp>
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/format_files.hpp>
+#include <cairn/checkpoint/load_plan.hpp>
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/comm/launch.hpp>
 #include <cairn/config/docs.hpp>
@@ -44,6 +45,13 @@ commands:
                             MASTER_PORT); output prefixed with the rank; signals forwarded once
                             per stop request; all stopped when one fails. A job of M nodes runs
                             one launcher a node, each with its R and node 0's HOST and port
+  plan --checkpoint DIR --layout FILE [--json]
+                            resume dry run, no tensor read: what loading DIR (distributed or
+                            state_dict) into the run of FILE (a JSON run_layout: its state shards
+                            and every rank's holdings) reshards and what each rank reads (files,
+                            bytes); exit 2 listing every problem the load would refuse (a
+                            parameter missing or new, another shape, optimizer state missing or
+                            with no place in the run), 1 when DIR or FILE cannot be read
   check-storage DIR         what the filesystem of DIR guarantees of what saves rely on (fsync,
                             rename, flock, read-after-write, mmap, free space); exit 1 if any fails
 )";
@@ -144,6 +152,64 @@ int verify(std::vector<std::string> const& args) {
   return 0;
 }
 
+/// `plan`'s text: what reshards, then each rank's reads.
+void print_load_plan(std::filesystem::path const& dir, cairn::run_layout const& run, cairn::load_plan const& plan) {
+  std::printf("checkpoint %s (%s) into a run of %zu ranks\n", dir.c_str(), cairn::format_name(plan.format),
+              run.ranks.size());
+  if (plan.same_layout)
+    std::printf("layout: the saving one; each rank reads its own file\n");
+  else if (plan.format == cairn::checkpoint_format::state_dict)
+    std::printf("layout: whole tensors; each rank reads its parts of them\n");
+  else
+    std::printf("layout: resharded, %zu parameters held otherwise than saved\n", plan.resharded.size());
+  for (auto const& name : plan.resharded) std::printf("  reshards %s\n", name.c_str());
+  for (auto const& name : plan.zeroed) std::printf("zeroed: %s (not loaded)\n", name.c_str());
+  for (std::size_t r = 0; r < plan.reads.size(); ++r) {
+    std::uint64_t total = 0;
+    for (auto const& read : plan.reads[r]) total += read.bytes;
+    std::printf("rank %zu reads %llu bytes from %zu files\n", r, static_cast<unsigned long long>(total),
+                plan.reads[r].size());
+    for (auto const& read : plan.reads[r])
+      std::printf("  %-32s %12llu bytes\n", read.file.c_str(), static_cast<unsigned long long>(read.bytes));
+  }
+}
+
+int plan(std::vector<std::string> const& args) {
+  std::string checkpoint, layout;
+  bool json = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    auto value = [&] {
+      if (i + 1 >= args.size()) throw usage_error(args[i] + " needs a value");
+      return args[++i];
+    };
+    if (args[i] == "--checkpoint")
+      checkpoint = value();
+    else if (args[i] == "--layout")
+      layout = value();
+    else if (args[i] == "--json")
+      json = true;
+    else
+      throw usage_error("unknown argument '" + args[i] + "' for plan");
+  }
+  if (checkpoint.empty() || layout.empty()) throw usage_error("plan needs --checkpoint DIR and --layout FILE");
+  cairn::run_layout run;
+  try {
+    run = cairn::parse<cairn::run_layout>(cairn::read_json_file(layout));
+  } catch (cairn::config_error const& e) { // a file that cannot be read, not a mismatch
+    std::fprintf(stderr, "cairn plan: %s: %s\n", layout.c_str(), e.what());
+    return 1;
+  }
+  auto planned = cairn::plan_load(std::filesystem::path(checkpoint), run);
+  if (json)
+    std::fputs(cairn::to_pretty_json(cairn::to_json(planned)).c_str(), stdout);
+  else
+    print_load_plan(checkpoint, run, planned);
+  for (auto const& p : planned.problems) std::fprintf(stderr, "cairn plan: %s\n", p.c_str());
+  if (!planned.problems.empty())
+    std::fprintf(stderr, "cairn plan: the load would be refused: %zu problems\n", planned.problems.size());
+  return planned.problems.empty() ? 0 : 2;
+}
+
 int check_storage(std::vector<std::string> const& args) {
   if (args.size() != 1) throw usage_error("check-storage takes exactly one DIR");
   auto report = cairn::io::check_storage(args.front());
@@ -217,6 +283,7 @@ int main(int argc, char** argv) {
     }
     if (command == "verify") return verify(args);
     if (command == "check-storage") return check_storage(args);
+    if (command == "plan") return plan(args);
     if (command == "inspect") {
       if (args.size() != 1) return print_usage_error(command + " takes exactly one PATH");
       return inspect(args[0]);

@@ -12,6 +12,7 @@
 #include <cairn/checkpoint/external.hpp>
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/load_plan.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/model_program.hpp>
 #include <cairn/checkpoint/plan.hpp>

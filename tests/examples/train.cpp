@@ -258,6 +258,40 @@ TEST_CASE("a run checkpointed on two ranks resumes on one and ends close to a on
   auto options = plus(base, {"training.train_iters=20"});
   REQUIRE(train(1, tmp / "one", options).status == 0);
   REQUIRE(train(2, tmp / "moved", plus(base, {"training.train_iters=10"})).status == 0);
+
+  // The dry run first, from the trainer's layouts for one rank: every parameter reshards, rank 0
+  // reads both rank files; another hidden size, or a save without optimizer state, is refused
+  // (exit 2) naming each problem, before anything is loaded.
+  auto layout = [&](std::vector<std::string> overrides, std::string const& name) {
+    std::vector<std::string> argv{CAIRN_TRAIN, "layout", "--world-size", "1",
+                                  "run.experiment_dir=" + (tmp / "moved").string()}; // the run's own arguments
+    argv.insert(argv.end(), overrides.begin(), overrides.end());
+    auto out = run(argv, tmp / (name + ".log"));
+    REQUIRE(out.status == 0);
+    std::ofstream(tmp / name) << out.output;
+    return (tmp / name).string();
+  };
+  auto saved = (tmp / "moved" / "checkpoints" / "10").string();
+  auto planned = tool({"plan", "--checkpoint", saved, "--layout", layout(options, "one.json")}, tmp / "plan");
+  CHECK(planned.status == 0);
+  CHECK(planned.output.find("resharded, 6 parameters") != std::string::npos);
+  CHECK(planned.output.find("rank_0.safetensors") != std::string::npos);
+  CHECK(planned.output.find("rank_1.safetensors") != std::string::npos);
+  auto other = tool({"plan", "--checkpoint", saved, "--layout", layout(plus(options, {"model.hidden=48"}), "h.json")},
+                    tmp / "plan2");
+  CHECK(other.status == 2);
+  CHECK(other.output.find("layers.0.weight: has shape [32, 16] in the checkpoint, [48, 16] in the run") !=
+        std::string::npos);
+  auto weights_only = tmp / "weights_only";
+  REQUIRE(tool({"convert", "input.path=" + saved, "input.format=distributed", "output.path=" + weights_only.string(),
+                "output.format=state_dict", "output.optimizer_state=false"},
+               tmp / "convert")
+              .status == 0);
+  auto lacking =
+      tool({"plan", "--checkpoint", weights_only.string(), "--layout", (tmp / "one.json").string()}, tmp / "plan3");
+  CHECK(lacking.status == 2);
+  CHECK(lacking.output.find("exp_avg: state shard not in the checkpoint (it holds weights)") != std::string::npos);
+
   auto resumed = train(1, tmp / "moved", options);
   REQUIRE(resumed.status == 0);
   CHECK(resumed.output.find("resumed from") != std::string::npos);
