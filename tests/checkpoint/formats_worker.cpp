@@ -170,7 +170,14 @@ int reshard(std::string const& format, std::filesystem::path const& work) {
       // Data parallel: the replicas spread over the saving ranks' files, read back from each.
       {{4, "replicated"}, {4, "replicated"}},
       {{3, "replicated"}, {2, "flat"}},
-      {{2, "dim"}, {3, "replicated"}}};
+      {{2, "dim"}, {3, "replicated"}},
+      // Tensor parallel shards replicated over data-parallel groups: each written once, by a
+      // member of its group; loaded back, into other grids and world sizes.
+      {{4, "tp_dp"}, {4, "tp_dp"}},
+      {{4, "tp_dp"}, {2, "flat"}},
+      {{2, "mixed"}, {4, "tp_dp"}},
+      {{4, "tp_dp"}, {1, "dim"}},
+      {{2, "tp_dp"}, {4, "tp_dp"}}};
   for (auto const& [saved, loaded] : cases) {
     auto dir = work / (format + "_" + std::to_string(saved.ranks) + saved.scheme + "_" + std::to_string(loaded.ranks) +
                        loaded.scheme);

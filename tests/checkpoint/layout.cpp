@@ -203,7 +203,7 @@ TEST_CASE("layouts that do not tile a parameter are named, each problem once") {
   ranks = ranks_of({8, 2}, 1, cairn::split_rows);
   ranks[0].parameters.push_back(ranks[0].parameters[0]);
   CHECK(cairn::tiling_problems(ranks) == std::vector<std::string>{"'p' is listed twice by rank 0"});
-  // A replicated parameter is written by rank 0 alone: every rank holding it whole is fine.
+  // A replicated parameter is written once: every rank holding it whole is fine.
   ranks =
       ranks_of({8, 2}, 3, [](std::vector<std::uint64_t> const& s, int, int) { return cairn::shard_layout::whole(s); });
   for (auto& r : ranks) r.parameters[0].replicated = true;
@@ -219,23 +219,69 @@ TEST_CASE("replicated parameters are written once each, spread over the ranks by
     for (std::size_t i = 0; i < sizes.size(); ++i)
       r.parameters.push_back({names[i], {sizes[i]}, cairn::io::dtype::F32, true, shard_layout::whole({sizes[i]})});
   auto writers = cairn::detail::replica_writers_of(ranks, cairn::replica_writer_rule::balanced);
-  REQUIRE(writers.size() == sizes.size()); // each written once
+  REQUIRE(writers.sets.size() == sizes.size()); // each written once
   std::vector<double> bytes(4, 0);
-  for (std::size_t i = 0; i < sizes.size(); ++i)
-    bytes.at(static_cast<std::size_t>(writers.at(names[i]))) += 4.0 * double(sizes[i]);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    REQUIRE(writers.sets.at(names[i]).size() == 1);
+    bytes.at(static_cast<std::size_t>(writers.of(names[i], shard_layout::whole({sizes[i]})))) += 4.0 * double(sizes[i]);
+  }
   auto mean = std::accumulate(bytes.begin(), bytes.end(), 0.0) / 4;
   for (auto b : bytes) CHECK(b <= 1.25 * mean); // every rank writes a share; rank 0 wrote all before
   CHECK(*std::min_element(bytes.begin(), bytes.end()) > 0);
   // The same on every rank and at load: a function of the layouts alone.
-  CHECK(cairn::detail::replica_writers_of(ranks, cairn::replica_writer_rule::balanced) == writers);
+  CHECK(cairn::detail::replica_writers_of(ranks, cairn::replica_writer_rule::balanced).sets == writers.sets);
   // A rank's own shards count first: the rank holding a large sharded parameter writes fewer replicas.
   auto skewed = ranks;
   skewed[0].parameters.push_back({"sharded", {100000}, cairn::io::dtype::F32, false, shard_layout::whole({100000})});
-  for (auto const& [name, rank] : cairn::detail::replica_writers_of(skewed, cairn::replica_writer_rule::balanced))
-    CHECK(rank != 0);
+  for (auto const& [name, sets] : cairn::detail::replica_writers_of(skewed, cairn::replica_writer_rule::balanced).sets)
+    CHECK(sets.at(0).second != 0);
   // Saves of metadata version 2 and before: rank 0 wrote every replicated parameter.
-  for (auto const& [name, rank] : cairn::detail::replica_writers_of(ranks, cairn::replica_writer_rule::rank_0))
-    CHECK(rank == 0);
+  for (auto const& [name, sets] : cairn::detail::replica_writers_of(ranks, cairn::replica_writer_rule::rank_0).sets)
+    CHECK(sets.at(0).second == 0);
+}
+
+TEST_CASE(
+    "replica sets: a tensor-parallel shard replicated over its data-parallel group is written once, by a member") {
+  // TP=2 x DP=2, Megatron's order (rank = tp + 2 dp), no optimizer sharding: the column block tp
+  // of every weight is held by ranks tp and tp + 2. And HSDP: flat halves within a "node" of 2,
+  // replicated across the 2 nodes.
+  std::vector<std::uint64_t> sizes{4096, 1024, 2048, 512, 4096, 2048, 1024, 256};
+  std::vector<std::string> const names{"w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7"};
+  std::vector<cairn::rank_layout> tp_dp(4), hsdp(4);
+  for (int r = 0; r < 4; ++r)
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      shape_t shape{8, sizes[i] / 8};
+      auto const& name = names[i];
+      tp_dp[static_cast<std::size_t>(r)].parameters.push_back(
+          {name, shape, cairn::io::dtype::F32, true, cairn::split_columns(shape, r % 2, 2)});
+      hsdp[static_cast<std::size_t>(r)].parameters.push_back(
+          {name, shape, cairn::io::dtype::F32, true, cairn::flat_slice(shape, r % 2, 2)});
+    }
+  for (auto const* ranks : {&tp_dp, &hsdp}) {
+    CHECK(cairn::tiling_problems(*ranks).empty()); // each element once per replica set
+    auto writers = cairn::detail::replica_writers_of(*ranks, cairn::replica_writer_rule::balanced);
+    std::vector<double> bytes(4, 0);
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      auto const& sets = writers.sets.at(names[i]);
+      REQUIRE(sets.size() == 2); // two distinct shards, each written once
+      for (auto const& [shard, rank] : sets) {
+        CHECK(rank % 2 == (shard == (*ranks)[0].parameters[i].shard ? 0 : 1)); // by a member of its set
+        bytes.at(static_cast<std::size_t>(rank)) += 4.0 * double(shard.numel());
+      }
+    }
+    auto mean = std::accumulate(bytes.begin(), bytes.end(), 0.0) / 4;
+    for (auto b : bytes) CHECK(b <= 1.25 * mean); // every rank writes a share
+  }
+  // Replicas that hold other boxes of one parameter overlap: refused, as any overlap.
+  auto skewed = tp_dp;
+  skewed[2].parameters[0].shard = cairn::split_columns(skewed[2].parameters[0].shape, 1, 4);
+  CHECK(cairn::tiling_problems(skewed).front().find("'w0': the ranks' shards overlap") != std::string::npos);
+  // One data-parallel group lacking a rank is fine; a column block nobody holds is not.
+  auto lacking = tp_dp;
+  lacking[3].parameters.erase(lacking[3].parameters.begin());
+  CHECK(cairn::tiling_problems(lacking).empty());
+  lacking[1].parameters.erase(lacking[1].parameters.begin());
+  CHECK(cairn::tiling_problems(lacking).front().find("'w0': the ranks' shards hold") != std::string::npos);
 }
 
 TEST_CASE("a whole-tensor save lets each holder write its part in place when every part is one run of the whole") {

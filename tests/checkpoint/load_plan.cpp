@@ -58,7 +58,7 @@ TEST_CASE("with the saving layout each rank reads its own file, and the replicat
   REQUIRE(plan.reads.size() == 2);
   // The replicated `norm` is in one file (its writer's); each rank reads it from there.
   auto writer = cairn::detail::replica_writers_of(distributed_save(2).ranks, cairn::replica_writer_rule::balanced);
-  auto norm_file = "rank_" + std::to_string(writer.at("norm")) + ".safetensors";
+  auto norm_file = "rank_" + std::to_string(writer.of("norm", cairn::shard_layout::whole({4}))) + ".safetensors";
   for (int r = 0; r < 2; ++r) {
     auto const& reads = plan.reads[static_cast<std::size_t>(r)];
     CHECK(total(reads) == 2 * (96 / 2 + 20 / 2 + 16)); // two shards: its halves and the whole norm

@@ -42,13 +42,16 @@ inline double value(std::size_t parameter, std::size_t shard, std::uint64_t inde
 /// How parameters are split over ranks: along dimension 0, as flat ranges of the whole tensor
 /// (ZeRO-style), or both (flat halves of dimension-0 boxes, for an even world size); or not at
 /// all, every parameter whole and replicated on every rank (data parallelism), so that its
-/// replicas are written by different ranks.
-enum class scheme { dim, flat, mixed, replicated };
+/// replicas are written by different ranks; or tensor parallel over pairs of ranks (rows of a
+/// vector, columns of a matrix) replicated over the data-parallel groups (TP=2 x DP=size/2,
+/// Megatron's order: a shard held by every rank of its data-parallel group).
+enum class scheme { dim, flat, mixed, replicated, tp_dp };
 
 inline scheme parse_scheme(std::string const& s) {
   return s == "flat"         ? scheme::flat
          : s == "mixed"      ? scheme::mixed
          : s == "replicated" ? scheme::replicated
+         : s == "tp_dp"      ? scheme::tp_dp
                              : scheme::dim;
 }
 
@@ -60,6 +63,10 @@ inline cairn::shard_layout shard_of(std::vector<std::uint64_t> const& shape, sch
     return std::pair{total * i / n, total * (i + 1) / n};
   };
   auto r = static_cast<std::uint64_t>(rank), n = static_cast<std::uint64_t>(size);
+  if (how == scheme::tp_dp) { // block rank % 2 of 2 (of 1 for an odd world size)
+    auto dim = shape.size() > 1 ? std::size_t{1} : std::size_t{0};
+    return n % 2 == 0 ? cairn::split_dimension(shape, dim, rank % 2, 2) : whole;
+  }
   if (how == scheme::flat) {
     auto [b, e] = part(whole.box_numel(), r, n);
     whole.flat = cairn::flat_range{b, e};
@@ -84,7 +91,7 @@ inline cairn::model_state make(scheme how, int rank, int size, bool fill) {
     auto const& spec = parameters()[i];
     cairn::parameter_state p;
     bool replicated = spec.replicated || how == scheme::replicated;
-    p.layout = {spec.name, spec.shape, cairn::to_dtype(spec.type), replicated,
+    p.layout = {spec.name, spec.shape, cairn::to_dtype(spec.type), replicated || how == scheme::tp_dp,
                 shard_of(spec.shape, how, rank, size, replicated)};
     auto whole = cairn::shard_layout::whole(spec.shape);
     for (std::size_t s = 0; s < shard_names.size(); ++s) {

@@ -79,7 +79,10 @@ struct parameter_layout {
   std::string name;
   std::vector<std::uint64_t> shape; ///< the global shape
   io::dtype dtype = io::dtype::F32;
-  bool replicated = false; ///< every rank holds the same values: only one writes them
+  /// Other ranks may hold this same shard with the same values (data parallelism; a tensor-
+  /// parallel shard over its data-parallel group): the replicated holdings of one shard are a
+  /// replica set, written once, by one member.
+  bool replicated = false;
   shard_layout shard;
   friend bool operator==(parameter_layout const&, parameter_layout const&) = default;
 };
@@ -117,8 +120,8 @@ CAIRN_DECL std::uint64_t overlap_count(std::vector<std::uint64_t> const& shape, 
 
 /// Why the ranks' layouts of a save do not describe every parameter exactly, or nothing when
 /// they do: each rank lists a parameter at most once, every rank agrees on its shape and type,
-/// each shard is valid, and the shards of the ranks that write it (a replicated parameter:
-/// rank 0 only) tile it with no overlap and no gap. Each problem names the parameter.
+/// each shard is valid, and the shards of the ranks that write it (each replica set counted
+/// once) tile it with no overlap and no gap. Each problem names the parameter.
 CAIRN_DECL std::vector<std::string> tiling_problems(std::vector<rank_layout> const& ranks);
 
 // --- the usual shardings, for a rank of a group of ranks ---------------------------------------

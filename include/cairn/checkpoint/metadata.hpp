@@ -74,13 +74,30 @@ CAIRN_DECL migration_chain const& checkpoint_metadata_migrations();
 CAIRN_DECL checkpoint_metadata parse_checkpoint_metadata(boost::json::value document, std::string const& source);
 
 namespace detail {
-/// The rank whose file holds each replicated parameter of `ranks` (every rank's layout), as
-/// `rule` says. `balanced`: the replicated parameters, largest first (then by name), each to the
-/// rank that has written the fewest bytes so far (its own shards counted first, ties to the
-/// lowest rank), so that every rank writes about as much. Computed from the layouts alone, alike on every rank
-/// and when loading.
-CAIRN_DECL std::map<std::string, int> replica_writers_of(std::vector<rank_layout> const& ranks,
-                                                         replica_writer_rule rule);
+/// Which rank writes each replicated shard of a save. A holding marked `replicated` holds the
+/// same values as every other rank's replicated holding of the same shard of that parameter: its
+/// replica set (every rank, for a parameter replicated over the whole job; the data-parallel
+/// group of a tensor-parallel shard in a TP×DP run). Each set is written once, by one member.
+struct replica_writers {
+  /// Per parameter, each distinct replicated shard and the rank that writes it.
+  std::map<std::string, std::vector<std::pair<shard_layout, int>>> sets;
+
+  /// The rank that writes replicated shard `shard` of `name`; -1 when no rank holds it so.
+  [[nodiscard]] CAIRN_DECL int of(std::string const& name, shard_layout const& shard) const;
+};
+
+/// The writer of each replica set of `ranks` (every rank's layout), as `rule` says. `rank_0`:
+/// its lowest member (rank 0 where every rank holds it: the saves of version 2 and before).
+/// `balanced`: the sets, largest first (then by name, then by first holder), each to the member
+/// that has written the fewest bytes so far (its own shards counted first, ties to the lowest
+/// rank), so that every rank writes about as much. Computed from the layouts alone, alike on
+/// every rank and when loading.
+CAIRN_DECL replica_writers replica_writers_of(std::vector<rank_layout> const& ranks, replica_writer_rule rule);
+
+/// The lowest rank of `ranks` holding shard `shard` of `name` replicated: the one that sends it
+/// when the ranks assemble the parameter whole; -1 when none.
+CAIRN_DECL int replica_leader(std::vector<rank_layout> const& ranks, std::string const& name,
+                              shard_layout const& shard);
 
 /// `parse_checkpoint_metadata`, its errors config_errors.
 CAIRN_DECL checkpoint_metadata parse_metadata_document(boost::json::value document, std::string const& source);

@@ -92,11 +92,10 @@ std::optional<at::Tensor> gather_whole(model_state const& state, Comm& comm, std
   // Every rank knows what every other sends (the layouts say), so the destination receives each
   // part where it goes.
   std::vector<std::int64_t> sent(ranks.size(), 0);
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    auto const* held = ranks[r].find(whole.name);
-    if (held && (!held->replicated || r == 0))
-      sent[r] = static_cast<std::int64_t>(held->shard.numel() * io::size_of(whole.dtype));
-  }
+  auto sends = senders_of(ranks, whole.name);
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    if (sends[r])
+      sent[r] = static_cast<std::int64_t>(ranks[r].find(whole.name)->shard.numel() * io::size_of(whole.dtype));
   bool contributes = sent[static_cast<std::size_t>(comm.rank())] > 0;
   auto local = contributes ? mine->shards[shard].to(c10::Device(c10::kCPU)).reshape({-1}).contiguous().view(at::kByte)
                            : at::empty({0}, at::TensorOptions().dtype(at::kByte));

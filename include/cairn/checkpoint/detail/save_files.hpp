@@ -32,6 +32,10 @@ CAIRN_DECL std::uint64_t whole_numel(parameter_layout const& p);
 /// Every parameter of every rank's layout, by name (the first rank's description of each).
 CAIRN_DECL std::map<std::string, parameter_layout> parameters_of(std::vector<rank_layout> const& ranks);
 
+/// Whether each rank sends its holding of parameter `name` when the parameter is assembled
+/// whole: every holder of a part of its own, and one member (the lowest rank) of each replica set.
+CAIRN_DECL std::vector<bool> senders_of(std::vector<rank_layout> const& ranks, std::string const& name);
+
 /// The run of parameter `whole` (flat, in the whole tensor) each rank sends when the parameter is
 /// written whole, where every part is one run and the parts tile the whole: what lets each holder
 /// write its own part into the file (a co_written tensor) instead of gathering it. Replicated

@@ -43,7 +43,7 @@ CAIRN_DECL detail::checkpoint_reader::checkpoint_reader(checkpoint_load_metadata
         whole.shard = shard_layout::whole(p.shape);
         parameters_.try_emplace(p.name, whole);
         // A replicated parameter is in its writer's file only.
-        if (!p.replicated || writers.at(p.name) == static_cast<int>(r))
+        if (!p.replicated || writers.of(p.name, p.shard) == static_cast<int>(r))
           holders_[p.name].emplace_back(static_cast<int>(r), p.shard);
       }
   } else if (input.format == checkpoint_format::state_dict) {

@@ -59,7 +59,7 @@ CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communica
       file.metadata["format"] = "cairn.distributed";
     }
     for (auto const& p : out.ranks[r].parameters) {
-      if (p.replicated && writers.at(p.name) != static_cast<int>(r)) continue; // another replica writes it
+      if (p.replicated && writers.of(p.name, p.shard) != static_cast<int>(r)) continue; // another replica writes it
       for (auto i : shards)
         file.items.push_back({cairn::detail::tensor_name(p.name, state.shard_names[i]),
                               p.dtype,
@@ -89,8 +89,8 @@ struct rank_file_reader {
   checkpoint_metadata const& metadata;
   std::filesystem::path const& dir;
   int rank;
-  bool fast;                          // every rank loads with the saving layout: each reads its own file only
-  std::map<std::string, int> writers; // the file of each replicated parameter
+  bool fast;               // every rank loads with the saving layout: each reads its own file only
+  replica_writers writers; // the file of each replicated shard
   std::set<int> identity_checked, foreign;
 
   /// Where the tensor `path` of live parameter `p` comes from, or nothing after a problem (reported).
@@ -99,7 +99,7 @@ struct rank_file_reader {
     std::vector<load_source> found;
     for (auto const& [r, saved] : held) {
       // A replicated parameter is in its writer's file only.
-      if (saved->replicated ? r != writers.at(p.layout.name) : fast && r != rank) continue;
+      if (saved->replicated ? r != writers.of(p.layout.name, saved->shard) : fast && r != rank) continue;
       if (saved->shape != p.layout.shape) {
         load.problem(path, "has shape " + shape_text(saved->shape) + " in the checkpoint, " +
                                shape_text(p.layout.shape) + " here");

@@ -165,9 +165,12 @@ CAIRN_DECL std::vector<std::string> tiling_problems(std::vector<rank_layout> con
       }
     }
     if (!sound) continue;
+    // Each part counted once: a replica set (ranks holding one shard replicated) as one holder.
     std::vector<holder> writers;
     for (auto const& h : holders)
-      if (!first.replicated || h.rank == 0) writers.push_back(h);
+      if (!first.replicated || std::none_of(writers.begin(), writers.end(),
+                                            [&](holder const& w) { return w.layout->shard == h.layout->shard; }))
+        writers.push_back(h);
     std::uint64_t covered = 0, shared = 0;
     for (std::size_t a = 0; a < writers.size(); ++a) {
       covered += writers[a].layout->shard.numel();

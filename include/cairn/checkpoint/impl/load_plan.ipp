@@ -105,8 +105,8 @@ inline std::string file_of(holding const& h, std::string const& tensor,
 
 /// Adds the reads of rank `r`'s holding `live` of a parameter to `files`.
 inline void add_reads(int r, parameter_layout const& live, std::vector<holding> const& holders,
-                      std::vector<std::string> const& shards, std::map<std::string, int> const& replica_writers,
-                      bool same, std::map<std::string, std::string> const& weight_map, load_plan& plan,
+                      std::vector<std::string> const& shards, replica_writers const& writers, bool same,
+                      std::map<std::string, std::string> const& weight_map, load_plan& plan,
                       std::map<std::string, std::uint64_t>& files) {
   for (auto const& h : holders) {
     if (h.layout->shape != live.shape) {
@@ -116,7 +116,8 @@ inline void add_reads(int r, parameter_layout const& live, std::vector<holding> 
     }
     // A replicated parameter is in its writer's file only; with the saving layout, a rank
     // reads its own file.
-    if (h.rank >= 0 && (h.layout->replicated ? h.rank != replica_writers.at(live.name) : same && h.rank != r)) continue;
+    if (h.rank >= 0 && (h.layout->replicated ? h.rank != writers.of(live.name, h.layout->shard) : same && h.rank != r))
+      continue;
     auto count = overlap_count(live.shape, h.layout->shard, live.shard);
     if (count == 0) continue;
     for (auto const& shard : shards) {

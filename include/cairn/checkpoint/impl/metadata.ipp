@@ -44,32 +44,65 @@ CAIRN_DECL migration_chain const& checkpoint_metadata_migrations() {
   return chain;
 }
 
-CAIRN_DECL std::map<std::string, int> detail::replica_writers_of(std::vector<rank_layout> const& ranks,
-                                                                 replica_writer_rule rule) {
-  std::map<std::string, int> writer;
-  std::map<std::string, std::uint64_t> bytes_of; // a replicated parameter's bytes, by name
+CAIRN_DECL int detail::replica_writers::of(std::string const& name, shard_layout const& shard) const {
+  auto found = sets.find(name);
+  if (found == sets.end()) return -1;
+  for (auto const& [held, writer] : found->second)
+    if (held == shard) return writer;
+  return -1;
+}
+
+CAIRN_DECL detail::replica_writers detail::replica_writers_of(std::vector<rank_layout> const& ranks,
+                                                              replica_writer_rule rule) {
+  struct replica_set {
+    std::string name;
+    shard_layout shard;
+    std::uint64_t bytes;
+    std::vector<int> members; // in rank order
+  };
+  std::vector<replica_set> found;
+  std::map<std::string, std::vector<std::size_t>> by_name; // into `found`
   std::vector<std::uint64_t> written(ranks.size(), 0);
   for (std::size_t r = 0; r < ranks.size(); ++r)
     for (auto const& p : ranks[r].parameters) {
       auto bytes = p.shard.numel() * io::size_of(p.dtype);
-      if (!p.replicated)
+      if (!p.replicated) {
         written[r] += bytes;
-      else
-        bytes_of.try_emplace(p.name, bytes);
+        continue;
+      }
+      auto& sets = by_name[p.name];
+      auto same = std::find_if(sets.begin(), sets.end(), [&](std::size_t i) { return found[i].shard == p.shard; });
+      if (same != sets.end()) {
+        found[*same].members.push_back(static_cast<int>(r));
+        continue;
+      }
+      sets.push_back(found.size());
+      found.push_back({p.name, p.shard, bytes, {static_cast<int>(r)}});
     }
-  // Largest first, each to the rank with the fewest bytes so far (ties: by name, then the lowest rank).
-  std::vector<std::pair<std::uint64_t, std::string>> order;
-  for (auto const& [name, bytes] : bytes_of) order.emplace_back(bytes, name);
-  std::stable_sort(order.begin(), order.end(), [](auto const& a, auto const& b) { return a.first > b.first; });
-  for (auto const& [bytes, name] : order) {
-    int chosen = 0;
+  // Largest first; equal sizes by name, then by first holder (the order found, made by name).
+  std::vector<std::size_t> order;
+  for (auto const& [name, sets] : by_name) order.insert(order.end(), sets.begin(), sets.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return found[a].bytes > found[b].bytes; });
+  replica_writers out;
+  for (auto i : order) {
+    auto const& set = found[i];
+    int chosen = set.members.front();
     if (rule == replica_writer_rule::balanced)
-      for (std::size_t r = 1; r < written.size(); ++r)
-        if (written[r] < written[static_cast<std::size_t>(chosen)]) chosen = static_cast<int>(r);
-    writer[name] = chosen;
-    written[static_cast<std::size_t>(chosen)] += bytes;
+      for (auto r : set.members)
+        if (written[static_cast<std::size_t>(r)] < written[static_cast<std::size_t>(chosen)]) chosen = r;
+    out.sets[set.name].emplace_back(set.shard, chosen);
+    written[static_cast<std::size_t>(chosen)] += set.bytes;
   }
-  return writer;
+  return out;
+}
+
+CAIRN_DECL int detail::replica_leader(std::vector<rank_layout> const& ranks, std::string const& name,
+                                      shard_layout const& shard) {
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    if (auto const* held = ranks[r].find(name); held && held->replicated && held->shard == shard)
+      return static_cast<int>(r);
+  return -1;
 }
 
 CAIRN_DECL io::io_error detail::stored_metadata_error(std::string const& source, config_error const& e) {

@@ -40,13 +40,29 @@ CAIRN_DECL std::map<std::string, parameter_layout> parameters_of(std::vector<ran
   return parameters;
 }
 
+CAIRN_DECL std::vector<bool> senders_of(std::vector<rank_layout> const& ranks, std::string const& name) {
+  std::vector<bool> out(ranks.size(), false);
+  std::vector<shard_layout const*> sets; // the replicated shards met so far: few (a TP group's)
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    auto const* held = ranks[r].find(name);
+    if (!held) continue;
+    if (held->replicated) {
+      if (std::any_of(sets.begin(), sets.end(), [&](shard_layout const* s) { return *s == held->shard; })) continue;
+      sets.push_back(&held->shard);
+    }
+    out[r] = true;
+  }
+  return out;
+}
+
 CAIRN_DECL std::optional<std::vector<flat_range>> part_runs(std::vector<rank_layout> const& ranks,
                                                             parameter_layout const& whole) {
   std::vector<flat_range> runs(ranks.size());
   std::vector<flat_range> sorted;
+  auto sends = senders_of(ranks, whole.name);
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     auto const* held = ranks[r].find(whole.name);
-    if (!held || (held->replicated && r != 0) || held->shard.numel() == 0) continue;
+    if (!sends[r] || held->shard.numel() == 0) continue;
     auto found = overlap(whole.shape, held->shard, shard_layout::whole(whole.shape));
     if (found.size() != 1 || found[0].source != 0 || found[0].length != held->shard.numel()) return std::nullopt;
     runs[r] = {found[0].target, found[0].target + found[0].length};

@@ -71,7 +71,7 @@ CAIRN_DECL void verify_distributed_layout(std::filesystem::path const& path, che
       if (auto problem = identity_problem(file, metadata, static_cast<int>(r)))
         problems.push_back(file_path.string() + ": " + *problem);
       for (auto const& p : metadata.ranks[r].parameters) {
-        if (p.replicated && writers.at(p.name) != static_cast<int>(r)) continue; // in its writer's file
+        if (p.replicated && writers.of(p.name, p.shard) != static_cast<int>(r)) continue; // in its writer's file
         for (auto const& shard : metadata.shard_names) {
           auto name = tensor_name(p.name, shard);
           auto const* t = file.find(name);

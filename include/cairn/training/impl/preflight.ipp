@@ -6,6 +6,7 @@
 #include <cairn/checkpoint/detail/save_files.hpp>
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/metadata.hpp>
 #include <cairn/io/dtype.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/training/preflight.hpp>
@@ -24,9 +25,11 @@ namespace cairn {
 
 CAIRN_DECL std::uint64_t distributed_bytes(std::vector<rank_layout> const& ranks, std::size_t shards) {
   std::uint64_t total = 0;
+  auto writers = detail::replica_writers_of(ranks, replica_writer_rule::rank_0); // each replica set once
   for (std::size_t r = 0; r < ranks.size(); ++r)
     for (auto const& p : ranks[r].parameters)
-      if (!p.replicated || r == 0) total += p.shard.numel() * io::size_of(p.dtype) * shards;
+      if (!p.replicated || writers.of(p.name, p.shard) == static_cast<int>(r))
+        total += p.shard.numel() * io::size_of(p.dtype) * shards;
   return total;
 }
 
