@@ -57,19 +57,34 @@ constexpr auto cairn_fields(data_config const*) {
       field(&data_config::noise, "Amplitude of the noise on the targets.", hint::feature, check::at_least(0.0)));
 }
 
+struct parallel_config {
+  std::int64_t zero_stage = 1;
+};
+BOOST_DESCRIBE_STRUCT(parallel_config, (), (zero_stage))
+constexpr auto cairn_fields(parallel_config const*) {
+  using namespace cairn;
+  return fields(field(&parallel_config::zero_stage,
+                      "How the data-parallel ranks hold the weights and Adam's moments: 0, each all of them "
+                      "(replicated; a checkpoint writes each tensor once, spread over the ranks); 1, a flat slice "
+                      "each (ZeRO stage 1). Either resumes from the other.",
+                      hint::core, check::in_range(0, 1)));
+}
+
 /// cairn's trainer config (run, training, pretrained, device, comm) plus the example's own.
 struct train_config : cairn::trainer_config {
   mlp_config model;
   optimizer_config optimizer;
   data_config data;
+  parallel_config parallel;
   std::uint64_t seed = 1;
 };
-BOOST_DESCRIBE_STRUCT(train_config, (cairn::trainer_config), (model, optimizer, data, seed))
+BOOST_DESCRIBE_STRUCT(train_config, (cairn::trainer_config), (model, optimizer, data, parallel, seed))
 constexpr auto cairn_fields(train_config const*) {
   using namespace cairn;
   return fields(field(&train_config::model, "The model.", hint::architecture),
                 field(&train_config::optimizer, "The optimizer.", hint::core),
                 field(&train_config::data, "The synthetic data.", hint::core),
+                field(&train_config::parallel, "How the ranks share the model.", hint::core),
                 field(&train_config::seed, "Seed of the data and the initial weights.", hint::core));
 }
 
@@ -108,7 +123,8 @@ inline std::vector<std::pair<std::string, std::vector<std::int64_t>>> parameters
 }
 
 /// Rank `rank` of `size`'s state of the model: a flat (ZeRO) slice of every parameter's
-/// initial weights, its Adam moments zero; the whole initial weights into `whole`.
+/// initial weights, or all of them replicated (ZeRO stage 0), its Adam moments zero; the whole
+/// initial weights into `whole`.
 inline cairn::model_state sharded_state(train_config const& cfg, int rank, int size, c10::Device device,
                                         std::vector<at::Tensor>& whole) {
   cairn::model_state state;
@@ -118,12 +134,17 @@ inline cairn::model_state sharded_state(train_config const& cfg, int rank, int s
     auto const& [name, shape] = shapes[k];
     auto fan_in = shape.size() == 2 ? shape[1] : shape[0];
     whole.push_back(uniform(shape, cfg.seed, init_stream + k, 1.0 / std::sqrt(double(fan_in))).to(device));
-    cairn::add_parameter(state, name, whole.back(), cairn::flat_slice({shape.begin(), shape.end()}, rank, size));
+    std::vector<std::uint64_t> dims(shape.begin(), shape.end());
+    if (cfg.parallel.zero_stage == 0) // one replica set: the same whole tensor on every rank
+      cairn::add_parameter(state, name, whole.back(), cairn::flat_slice(dims, 0, 1), true);
+    else
+      cairn::add_parameter(state, name, whole.back(), cairn::flat_slice(dims, rank, size));
   }
   return state;
 }
 
-/// Adam on this rank's flat slices (ZeRO stage 1), from the whole flat gradient of the model.
+/// Adam on this rank's flat slices (all of each tensor at ZeRO stage 0), from the whole flat
+/// gradient of the model.
 inline void zero_adam(cairn::model_state& state, at::Tensor const& gradient, optimizer_config const& o,
                       std::int64_t iteration) {
   at::AutoGradMode no_grad(false);
@@ -155,9 +176,13 @@ public:
   /// Rebuilds every rank's whole parameters from the weight shards (after a load).
   void gather_weights() {
     at::AutoGradMode no_grad(false);
-    for (std::size_t k = 0; k < whole_.size(); ++k)
-      whole_[k].view({-1}).copy_(
-          at::cat(comm_.all_gather(state_.parameters[k].shards[0].to(comm_.device()))).to(device_));
+    for (std::size_t k = 0; k < whole_.size(); ++k) {
+      auto const& weights = state_.parameters[k].shards[0];
+      if (cfg_.parallel.zero_stage == 0)
+        whole_[k].view({-1}).copy_(weights);
+      else
+        whole_[k].view({-1}).copy_(at::cat(comm_.all_gather(weights.to(comm_.device()))).to(device_));
+    }
   }
 
   /// One iteration: forward and backward on this rank's rows of the batch, gradients summed over

@@ -2,9 +2,10 @@
 //
 // A multi-layer perceptron learns a fixed random "teacher" network from seeded synthetic data.
 // Every rank holds the whole model for the forward and backward passes and averages gradients
-// with the others; Adam is sharded ZeRO-style: each rank owns a flat slice of every parameter,
-// updates it with its slice of the optimizer state, and the slices are gathered back. What the
-// checkpoints hold is exactly those slices: weights, exp_avg, exp_avg_sq.
+// with the others; Adam is sharded ZeRO-style (parallel.zero_stage=1): each rank owns a flat
+// slice of every parameter, updates it with its slice of the optimizer state, and the slices are
+// gathered back. What the checkpoints hold is exactly those slices: weights, exp_avg,
+// exp_avg_sq. With parallel.zero_stage=0 every rank holds and updates all of them, replicated.
 //
 //     cairn-train [--config FILE.json|FILE.yaml] [key.path=value ...]
 //     cairn launch -n 2 -- cairn-train --config examples/train.json run.experiment_dir=runs/a

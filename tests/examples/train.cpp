@@ -310,6 +310,27 @@ TEST_CASE("a run checkpointed on two ranks resumes on one and ends close to a on
   CHECK(worst < 1e-3); // summation order differs: close, not bitwise
 }
 
+TEST_CASE("ZeRO stages 0 and 1 train bitwise alike, and each resumes the other's checkpoints") {
+  temp_dir tmp;
+  REQUIRE(train(2, tmp / "zero1", plus(base, {"parallel.zero_stage=1"})).status == 0);
+  REQUIRE(train(2, tmp / "zero0", plus(base, {"parallel.zero_stage=0"})).status == 0);
+  REQUIRE(train(2, tmp / "moved", plus(base, {"parallel.zero_stage=1", "training.train_iters=8"})).status == 0);
+  auto resumed = train(2, tmp / "moved", plus(base, {"parallel.zero_stage=0"}));
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.output.find("resumed from") != std::string::npos);
+  auto expected = weights_of(tmp / "zero1" / "checkpoints" / "12");
+  REQUIRE(!expected.empty());
+  CHECK(weights_of(tmp / "zero0" / "checkpoints" / "12") == expected);
+  CHECK(weights_of(tmp / "moved" / "checkpoints" / "12") == expected);
+  // At stage 0 every rank holds every tensor; each is written once, by one rank or the other.
+  auto stage0 = tmp / "zero0" / "checkpoints" / "12";
+  auto tensors = [](std::filesystem::path const& file) { return cairn::io::safetensors_file(file).tensors().size(); };
+  auto first = tensors(stage0 / "rank_0.safetensors"), second = tensors(stage0 / "rank_1.safetensors");
+  CHECK(first > 0);
+  CHECK(second > 0);
+  CHECK(first + second == 3 * expected.size()); // weights, exp_avg, exp_avg_sq of each parameter, once
+}
+
 TEST_CASE("a shutdown exits 0 after its checkpoint; an export inspects, verifies and initialises a new run") {
   temp_dir tmp;
   auto dir = tmp / "run";

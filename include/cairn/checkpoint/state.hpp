@@ -53,8 +53,8 @@ CAIRN_DECL at::Tensor take_shard(at::Tensor const& whole, shard_layout const& la
 
 /// Adds parameter `name` to `state`: `layout` of the whole tensor `whole` (which every rank
 /// has, as when a model is built in full and then sharded), its weights taken from it and each
-/// optimizer state shard zeroed. `replicated`: every rank holds the same values (only rank 0's
-/// are written).
+/// optimizer state shard zeroed. `replicated`: every rank holding this same `layout` of it holds
+/// the same values (its replica set, written once).
 CAIRN_DECL parameter_state& add_parameter(model_state& state, std::string name, at::Tensor const& whole,
                                           shard_layout layout, bool replicated = false);
 
