@@ -123,4 +123,9 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& config);
 
 #ifndef CAIRN_SEPARATE_COMPILATION
 #include <cairn/checkpoint/impl/convert.ipp>
+#else
+#include <cairn/config/detail/reflect.hpp>
+namespace cairn::detail { // made once, in cairn::compiled (src.hpp)
+extern template config_ops const& config_of<convert_config>();
+} // namespace cairn::detail
 #endif

@@ -76,3 +76,14 @@ constexpr auto cairn_fields(trainer_config const*) {
 }
 
 } // namespace cairn
+
+#ifdef CAIRN_SEPARATE_COMPILATION
+// The field tables of cairn's own configs are made once, in cairn::compiled (src.hpp): a
+// trainer's translation unit instantiates those of its own configs only.
+#include <cairn/config/detail/reflect.hpp>
+namespace cairn::detail {
+extern template config_ops const& config_of<run_config>();
+extern template config_ops const& config_of<training_config>();
+extern template config_ops const& config_of<checkpoint_load_config>();
+} // namespace cairn::detail
+#endif
