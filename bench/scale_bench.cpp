@@ -6,13 +6,17 @@
 //   - parse_json of one object of N keys (cairn's duplicate-key check included) against
 //     Boost.JSON's own parse of the same text;
 //   - verify and convert of a distributed checkpoint of P small parameters against opening its
-//     files and reading their headers.
+//     files and reading their headers;
+//   - the resume dry run (plan_load, its tiling checks included) of a checkpoint of R ranks,
+//     each holding a flat (ZeRO) slice of 8 parameters, into a run of R + 1 ranks (a reshard),
+//     against one pass over every rank's holdings.
 //
 //     build/bin/cairn-bench-scale [DIR]
 #include <cairn/checkpoint/convert.hpp>
 #include <cairn/checkpoint/detail/identity.hpp>
 #include <cairn/checkpoint/detail/save_files.hpp>
 #include <cairn/checkpoint/format_files.hpp>
+#include <cairn/checkpoint/load_plan.hpp>
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/io.hpp>
@@ -149,5 +153,37 @@ int main(int argc, char** argv) {
   };
   print({"convert to state_dict, parameters", best_of_three(convert(a)), best_of_three(convert(b)), baseline_small,
          baseline_large, small, large});
+  {
+    auto layouts = [](int ranks) {
+      std::vector<cairn::rank_layout> out(static_cast<std::size_t>(ranks));
+      std::vector<std::string> const names{"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"};
+      for (int r = 0; r < ranks; ++r)
+        for (auto const& name : names)
+          out[static_cast<std::size_t>(r)].parameters.push_back(
+              {name, {4096, 1024}, cairn::io::dtype::F32, false, cairn::flat_slice({4096, 1024}, r, ranks)});
+      return out;
+    };
+    std::size_t few = 1'000, many = 10'000;
+    auto plan = [&](std::size_t ranks) {
+      cairn::checkpoint_metadata saved;
+      saved.shard_names = {"weights"};
+      saved.ranks = layouts(static_cast<int>(ranks));
+      cairn::run_layout run;
+      run.ranks = layouts(static_cast<int>(ranks) + 1);
+      auto pass = [saved] {
+        std::uint64_t n = 0;
+        for (auto const& r : saved.ranks)
+          for (auto const& p : r.parameters) n += p.shard.numel();
+        if (n == 0) std::abort();
+      };
+      auto dry_run = [saved, run] {
+        if (!cairn::plan_load(saved, {}, run).problems.empty()) std::abort();
+      };
+      return std::pair{best_of_three(dry_run), best_of_three(pass)};
+    };
+    auto [plan_few, pass_few] = plan(few);
+    auto [plan_many, pass_many] = plan(many);
+    print({"plan_load (a reshard), ranks", plan_few, plan_many, pass_few, pass_many, few, many});
+  }
   fs::remove_all(dir);
 }

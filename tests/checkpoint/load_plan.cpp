@@ -136,3 +136,14 @@ TEST_CASE("a state_dict checkpoint is read through its index: whole tensors, eac
   REQUIRE(missing.problems.size() == 1);
   CHECK(missing.problems[0] == "norm/exp_avg: not in the index's weight map");
 }
+
+TEST_CASE("a shape of more than 2^64 elements is a problem, not a wrapped count") {
+  auto saved = distributed_save(2);
+  for (auto& r : saved.ranks) r.parameters[0].shape = {std::uint64_t{1} << 32, std::uint64_t{1} << 32};
+  saved.ranks[0].parameters[0].shard = cairn::split_rows(saved.ranks[0].parameters[0].shape, 0, 2);
+  saved.ranks[1].parameters[0].shard = cairn::split_rows(saved.ranks[1].parameters[0].shape, 1, 2);
+  auto plan = cairn::plan_load(saved, {}, run_of(2));
+  CHECK(std::any_of(plan.problems.begin(), plan.problems.end(), [](std::string const& p) {
+    return p == "the checkpoint: 'w': its shape has more than 2^64 elements";
+  }));
+}

@@ -291,6 +291,14 @@ TEST_CASE("a run checkpointed on two ranks resumes on one and ends close to a on
       tool({"plan", "--checkpoint", weights_only.string(), "--layout", (tmp / "one.json").string()}, tmp / "plan3");
   CHECK(lacking.status == 2);
   CHECK(lacking.output.find("exp_avg: state shard not in the checkpoint (it holds weights)") != std::string::npos);
+  // The files are looked at too (headers, not data): one missing is a refused load.
+  auto partial = tmp / "partial";
+  std::filesystem::copy(saved, partial);
+  std::filesystem::remove(partial / "rank_1.safetensors");
+  auto missing =
+      tool({"plan", "--checkpoint", partial.string(), "--layout", (tmp / "one.json").string()}, tmp / "plan4");
+  CHECK(missing.status == 2);
+  CHECK(missing.output.find("rank_1.safetensors: missing") != std::string::npos);
 
   auto resumed = train(1, tmp / "moved", options);
   REQUIRE(resumed.status == 0);

@@ -118,6 +118,14 @@ CAIRN_DECL std::vector<copy_run> overlap(std::vector<std::uint64_t> const& shape
 CAIRN_DECL std::uint64_t overlap_count(std::vector<std::uint64_t> const& shape, shard_layout const& a,
                                        shard_layout const& b);
 
+/// The elements [first, last) of a tensor of `shape`, in row-major order, that a valid shard
+/// lies within: two shards whose spans do not meet share nothing. Empty for an empty shard.
+CAIRN_DECL flat_range span_of(std::vector<std::uint64_t> const& shape, shard_layout const& shard);
+
+/// The elements [first, last) of a tensor of `shape`, in row-major order, that a valid shard
+/// lies within: two shards whose spans do not meet share nothing. Empty for an empty shard.
+CAIRN_DECL flat_range span_of(std::vector<std::uint64_t> const& shape, shard_layout const& shard);
+
 /// Why the ranks' layouts of a save do not describe every parameter exactly, or nothing when
 /// they do: each rank lists a parameter at most once, every rank agrees on its shape and type,
 /// each shard is valid, and the shards of the ranks that write it (each replica set counted

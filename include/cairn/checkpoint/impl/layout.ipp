@@ -128,6 +128,41 @@ CAIRN_DECL std::uint64_t overlap_count(std::vector<std::uint64_t> const& shape, 
   return shared;
 }
 
+CAIRN_DECL flat_range span_of(std::vector<std::uint64_t> const& shape, shard_layout const& shard) {
+  auto count = shard.numel();
+  if (count == 0) return {};
+  auto first = shard.flat ? shard.flat->begin : 0;
+  // Box element k, in the whole tensor's row-major order: the box's order is the tensor's.
+  auto index = [&](std::uint64_t k) {
+    std::vector<std::uint64_t> digits(shape.size());
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      digits[d] = shard.lengths[d] == 0 ? 0 : k % shard.lengths[d];
+      k = shard.lengths[d] == 0 ? 0 : k / shard.lengths[d];
+    }
+    std::uint64_t at = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d) at = at * shape[d] + shard.offsets[d] + digits[d];
+    return at;
+  };
+  return {index(first), index(first + count - 1) + 1};
+}
+
+namespace detail {
+/// Elements shared by any two of `parts`, each pair compared only where their spans meet: linear
+/// for flat (ZeRO) or row shards, whatever the number of ranks.
+inline std::uint64_t shared_elements(std::vector<std::uint64_t> const& shape,
+                                     std::vector<shard_layout const*> const& parts) {
+  std::vector<std::pair<flat_range, shard_layout const*>> spans;
+  for (auto const* p : parts)
+    if (p->numel() > 0) spans.emplace_back(span_of(shape, *p), p);
+  std::sort(spans.begin(), spans.end(), [](auto const& a, auto const& b) { return a.first.begin < b.first.begin; });
+  std::uint64_t shared = 0;
+  for (std::size_t a = 0; a < spans.size(); ++a)
+    for (std::size_t b = a + 1; b < spans.size() && spans[b].first.begin < spans[a].first.end; ++b)
+      shared += overlap_count(shape, *spans[a].second, *spans[b].second);
+  return shared;
+}
+} // namespace detail
+
 CAIRN_DECL std::vector<std::string> tiling_problems(std::vector<rank_layout> const& ranks) {
   std::vector<std::string> problems;
   struct holder {
@@ -151,8 +186,13 @@ CAIRN_DECL std::vector<std::string> tiling_problems(std::vector<rank_layout> con
   for (auto const& [name, holders] : parameters) {
     auto const& first = *holders.front().layout;
     std::uint64_t whole = 1;
-    for (auto d : first.shape) whole *= d;
     bool sound = true;
+    for (auto d : first.shape)
+      if (__builtin_mul_overflow(whole, d, &whole)) {
+        problems.push_back("'" + name + "': its shape has more than 2^64 elements");
+        sound = false;
+        break;
+      }
     for (auto const& h : holders) {
       auto const& p = *h.layout;
       if (p.shape != first.shape || p.dtype != first.dtype || p.replicated != first.replicated) {
@@ -166,17 +206,14 @@ CAIRN_DECL std::vector<std::string> tiling_problems(std::vector<rank_layout> con
     }
     if (!sound) continue;
     // Each part counted once: a replica set (ranks holding one shard replicated) as one holder.
-    std::vector<holder> writers;
+    std::vector<shard_layout const*> parts;
     for (auto const& h : holders)
-      if (!first.replicated || std::none_of(writers.begin(), writers.end(),
-                                            [&](holder const& w) { return w.layout->shard == h.layout->shard; }))
-        writers.push_back(h);
-    std::uint64_t covered = 0, shared = 0;
-    for (std::size_t a = 0; a < writers.size(); ++a) {
-      covered += writers[a].layout->shard.numel();
-      for (std::size_t b = a + 1; b < writers.size(); ++b)
-        shared += overlap_count(first.shape, writers[a].layout->shard, writers[b].layout->shard);
-    }
+      if (!first.replicated ||
+          std::none_of(parts.begin(), parts.end(), [&](shard_layout const* s) { return *s == h.layout->shard; }))
+        parts.push_back(&h.layout->shard);
+    std::uint64_t covered = 0;
+    for (auto const* p : parts) covered += p->numel();
+    auto shared = detail::shared_elements(first.shape, parts);
     if (shared > 0)
       problems.push_back("'" + name + "': the ranks' shards overlap in " + std::to_string(shared) + " elements");
     else if (covered != whole)

@@ -2,17 +2,20 @@
 // by <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/checkpoint/detail/identity.hpp>
 #include <cairn/checkpoint/detail/save_files.hpp>
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/load_plan.hpp>
 #include <cairn/error.hpp>
 #include <cairn/io/dtype.hpp>
 #include <cairn/io/index.hpp>
+#include <cairn/io/safetensors.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -93,6 +96,13 @@ inline std::vector<std::string> resharded(checkpoint_metadata const& saved, run_
   return {out.begin(), out.end()};
 }
 
+/// What a load would look for in one file: the tensors, their elements and type.
+struct file_needs {
+  int rank = -1; ///< the saving rank of a rank file; -1 for a state_dict file
+  std::map<std::string, std::pair<std::uint64_t, io::dtype>> tensors;
+};
+using needs_by_file = std::map<std::string, file_needs>;
+
 /// The file of a saved holding of tensor `tensor`, or nothing (reported) when the index lacks it.
 inline std::string file_of(holding const& h, std::string const& tensor,
                            std::map<std::string, std::string> const& weight_map, load_plan& plan) {
@@ -103,26 +113,133 @@ inline std::string file_of(holding const& h, std::string const& tensor,
   return {};
 }
 
-/// Adds the reads of rank `r`'s holding `live` of a parameter to `files`.
-inline void add_reads(int r, parameter_layout const& live, std::vector<holding> const& holders,
-                      std::vector<std::string> const& shards, replica_writers const& writers, bool same,
-                      std::map<std::string, std::string> const& weight_map, load_plan& plan,
-                      std::map<std::string, std::uint64_t>& files) {
-  for (auto const& h : holders) {
-    if (h.layout->shape != live.shape) {
-      plan.problems.push_back(live.name + ": has shape " + shape_text(h.layout->shape) + " in the checkpoint, " +
-                              shape_text(live.shape) + " in the run");
-      return;
+/// The holdings of a parameter a load reads from (each replica set's writer alone), sorted by
+/// the span of the tensor they lie in, so that finding those a live shard meets is a search, not
+/// a scan of every rank.
+struct sources {
+  std::vector<std::uint64_t> shape; ///< as the first holder saved it
+  std::vector<std::pair<flat_range, holding>> by_span;
+  std::vector<std::uint64_t> reach; ///< the largest span end up to each
+
+  sources(std::vector<holding> const& all, replica_writers const& writers) : shape(all.front().layout->shape) {
+    for (auto const& h : all) {
+      auto const& p = *h.layout;
+      if (p.shard.problem(p.shape)) continue; // reported by the tiling check
+      if (h.rank >= 0 && p.replicated && h.rank != writers.of(p.name, p.shard)) continue;
+      by_span.emplace_back(span_of(p.shape, p.shard), h);
     }
-    // A replicated parameter is in its writer's file only; with the saving layout, a rank
-    // reads its own file.
-    if (h.rank >= 0 && (h.layout->replicated ? h.rank != writers.of(live.name, h.layout->shard) : same && h.rank != r))
-      continue;
-    auto count = overlap_count(live.shape, h.layout->shard, live.shard);
-    if (count == 0) continue;
-    for (auto const& shard : shards) {
-      auto file = file_of(h, tensor_name(live.name, shard), weight_map, plan);
-      if (!file.empty()) files[file] += count * io::size_of(h.layout->dtype);
+    std::sort(by_span.begin(), by_span.end(),
+              [](auto const& a, auto const& b) { return a.first.begin < b.first.begin; });
+    std::uint64_t most = 0;
+    for (auto const& [span, h] : by_span) reach.push_back(most = std::max(most, span.end));
+  }
+
+  /// The holdings whose spans meet `span`.
+  [[nodiscard]] std::vector<holding> meeting(flat_range span) const {
+    std::vector<holding> out;
+    auto end = std::partition_point(by_span.begin(), by_span.end(),
+                                    [&](auto const& entry) { return entry.first.begin < span.end; });
+    for (auto i = static_cast<std::size_t>(end - by_span.begin()); i-- > 0 && reach[i] > span.begin;)
+      if (by_span[i].first.end > span.begin) out.push_back(by_span[i].second);
+    return out;
+  }
+};
+
+/// What rank `r`'s holding `live` of a parameter reads, into `files` (bytes) and `needs`.
+struct reader {
+  std::vector<std::string> const& shards;
+  std::map<std::string, std::string> const& weight_map;
+  bool same;
+  load_plan& plan;
+  needs_by_file* needs;
+
+  void add(int r, parameter_layout const& live, sources const& from, std::map<std::string, std::uint64_t>& files) {
+    for (auto const& h : from.meeting(span_of(live.shape, live.shard))) {
+      if (same && !h.layout->replicated && h.rank != r) continue; // the saving layout: its own file
+      auto count = overlap_count(live.shape, h.layout->shard, live.shard);
+      if (count == 0) continue;
+      for (auto const& shard : shards) {
+        auto tensor = tensor_name(live.name, shard);
+        auto file = file_of(h, tensor, weight_map, plan);
+        if (file.empty()) continue;
+        files[file] += count * io::size_of(h.layout->dtype);
+        if (!needs) continue;
+        auto& need = (*needs)[file];
+        need.rank = h.rank;
+        need.tensors[tensor] = {h.layout->shard.numel(), h.layout->dtype};
+      }
+    }
+  }
+};
+
+/// The dry run, and what it would look for in each file when `needs` is given.
+inline load_plan plan(checkpoint_metadata const& saved, std::map<std::string, std::string> const& weight_map,
+                      run_layout const& run, needs_by_file* needs) {
+  load_plan out;
+  out.format = saved.format;
+  auto shards = loaded_shards(saved, run, out);
+  for (auto const& problem : tiling_problems(saved.ranks)) out.problems.push_back("the checkpoint: " + problem);
+  for (auto const& problem : tiling_problems(run.ranks)) out.problems.push_back("the run: " + problem);
+  out.same_layout = same_layout(saved, run);
+  if (saved.format == checkpoint_format::distributed) out.resharded = resharded(saved, run);
+  auto writers = replica_writers_of(saved.ranks, saved.replica_writers);
+  std::map<std::string, sources> saved_sources;
+  for (auto const& [name, held] : saved_holdings(saved)) saved_sources.emplace(name, sources(held, writers));
+  reader read{shards, weight_map, out.same_layout, out, needs};
+  std::set<std::string> live, reported;
+  for (std::size_t r = 0; r < run.ranks.size(); ++r) {
+    std::map<std::string, std::uint64_t> files;
+    for (auto const& p : run.ranks[r].parameters) {
+      live.insert(p.name);
+      auto found = saved_sources.find(p.name);
+      if (found == saved_sources.end()) {
+        if (reported.insert(p.name).second) out.problems.push_back(p.name + ": missing from the checkpoint");
+        continue;
+      }
+      if (auto const& shape = found->second.shape; shape != p.shape) {
+        if (reported.insert(p.name).second)
+          out.problems.push_back(p.name + ": has shape " + shape_text(shape) + " in the checkpoint, " +
+                                 shape_text(p.shape) + " in the run");
+        continue;
+      }
+      if (!p.shard.problem(p.shape)) read.add(static_cast<int>(r), p, found->second, files);
+    }
+    auto& reads = out.reads.emplace_back();
+    for (auto const& [file, bytes] : files) reads.push_back({file, bytes});
+  }
+  for (auto const& [name, held] : saved_sources)
+    if (!live.contains(name)) out.problems.push_back(name + ": in the checkpoint but not in the run");
+  std::set<std::string> seen; // each problem once, however many ranks meet it
+  std::erase_if(out.problems, [&](std::string const& p) { return !seen.insert(p).second; });
+  return out;
+}
+
+/// What a load would find wrong in the files themselves: missing, of another save, without a
+/// tensor it reads or with another number of elements or type than the metadata says.
+inline void check_files(std::filesystem::path const& dir, checkpoint_metadata const& saved, needs_by_file const& needs,
+                        load_plan& out) {
+  for (auto const& [name, need] : needs) {
+    auto path = dir / name;
+    try {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(path, ec)) {
+        out.problems.push_back(path.string() + ": missing");
+        continue;
+      }
+      io::safetensors_file file(path);
+      auto rank = need.rank >= 0 ? std::optional<int>(need.rank) : std::nullopt;
+      if (auto problem = identity_problem(file, saved, rank)) out.problems.push_back(path.string() + ": " + *problem);
+      for (auto const& [tensor, expected] : need.tensors) {
+        auto const* t = file.find(tensor);
+        if (!t)
+          out.problems.push_back(path.string() + ": no tensor '" + tensor + "'");
+        else if (t->numel() != expected.first || t->dtype != expected.second)
+          out.problems.push_back(path.string() + ": tensor '" + tensor + "' holds " + std::to_string(t->numel()) +
+                                 " elements of " + std::string(io::name(t->dtype)) + ", the metadata says " +
+                                 std::to_string(expected.first) + " of " + std::string(io::name(expected.second)));
+      }
+    } catch (std::exception const& e) {
+      out.problems.push_back(e.what());
     }
   }
 }
@@ -131,36 +248,7 @@ inline void add_reads(int r, parameter_layout const& live, std::vector<holding> 
 
 CAIRN_DECL load_plan plan_load(checkpoint_metadata const& saved, std::map<std::string, std::string> const& weight_map,
                                run_layout const& run) {
-  namespace lp = detail::load_planning;
-  load_plan plan;
-  plan.format = saved.format;
-  auto shards = lp::loaded_shards(saved, run, plan);
-  for (auto const& problem : tiling_problems(saved.ranks)) plan.problems.push_back("the checkpoint: " + problem);
-  for (auto const& problem : tiling_problems(run.ranks)) plan.problems.push_back("the run: " + problem);
-  plan.same_layout = lp::same_layout(saved, run);
-  if (saved.format == checkpoint_format::distributed) plan.resharded = lp::resharded(saved, run);
-  auto holdings = lp::saved_holdings(saved);
-  auto writers = detail::replica_writers_of(saved.ranks, saved.replica_writers);
-  std::set<std::string> live, reported;
-  for (std::size_t r = 0; r < run.ranks.size(); ++r) {
-    std::map<std::string, std::uint64_t> files;
-    for (auto const& p : run.ranks[r].parameters) {
-      live.insert(p.name);
-      auto found = holdings.find(p.name);
-      if (found == holdings.end()) {
-        if (reported.insert(p.name).second) plan.problems.push_back(p.name + ": missing from the checkpoint");
-        continue;
-      }
-      auto before = plan.problems.size();
-      lp::add_reads(static_cast<int>(r), p, found->second, shards, writers, plan.same_layout, weight_map, plan, files);
-      if (plan.problems.size() > before && !reported.insert(p.name).second) plan.problems.resize(before); // once
-    }
-    auto& reads = plan.reads.emplace_back();
-    for (auto const& [file, bytes] : files) reads.push_back({file, bytes});
-  }
-  for (auto const& [name, held] : holdings)
-    if (!live.contains(name)) plan.problems.push_back(name + ": in the checkpoint but not in the run");
-  return plan;
+  return detail::load_planning::plan(saved, weight_map, run, nullptr);
 }
 
 CAIRN_DECL load_plan plan_load(std::filesystem::path const& dir, run_layout const& run) {
@@ -171,7 +259,10 @@ CAIRN_DECL load_plan plan_load(std::filesystem::path const& dir, run_layout cons
   auto metadata = read_stored_metadata(dir, *format); // refuses the external format
   std::map<std::string, std::string> weight_map;
   if (*format == checkpoint_format::state_dict) weight_map = io::read_index(formats::state_dict_index(dir)).weight_map;
-  return plan_load(metadata, weight_map, run);
+  detail::load_planning::needs_by_file needs;
+  auto out = detail::load_planning::plan(metadata, weight_map, run, &needs);
+  detail::load_planning::check_files(dir, metadata, needs, out);
+  return out;
 }
 
 } // namespace cairn
