@@ -13,6 +13,7 @@
 
 #include <boost/json/value.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -165,8 +166,9 @@ void print_load_plan(std::filesystem::path const& dir, cairn::run_layout const& 
   for (auto const& name : plan.resharded) std::printf("  reshards %s\n", name.c_str());
   for (auto const& name : plan.zeroed) std::printf("zeroed: %s (not loaded)\n", name.c_str());
   for (std::size_t r = 0; r < plan.reads.size(); ++r) {
-    std::uint64_t total = 0;
-    for (auto const& read : plan.reads[r]) total += read.bytes;
+    std::uint64_t total = 0; // saturating: a hostile layout may ask for more than 2^64 bytes
+    for (auto const& read : plan.reads[r])
+      if (__builtin_add_overflow(total, read.bytes, &total)) total = UINT64_MAX;
     std::printf("rank %zu reads %llu bytes from %zu files\n", r, static_cast<unsigned long long>(total),
                 plan.reads[r].size());
     for (auto const& read : plan.reads[r])
@@ -199,6 +201,10 @@ int plan(std::vector<std::string> const& args) {
     std::fprintf(stderr, "cairn plan: %s: %s\n", layout.c_str(), e.what());
     return 1;
   }
+  if (run.ranks.empty()) {
+    std::fprintf(stderr, "cairn plan: %s: a run of no ranks (\"ranks\" is empty)\n", layout.c_str());
+    return 1;
+  }
   auto planned = cairn::plan_load(std::filesystem::path(checkpoint), run);
   if (json)
     std::fputs(cairn::to_pretty_json(cairn::to_json(planned)).c_str(), stdout);
@@ -206,7 +212,8 @@ int plan(std::vector<std::string> const& args) {
     print_load_plan(checkpoint, run, planned);
   for (auto const& p : planned.problems) std::fprintf(stderr, "cairn plan: %s\n", p.c_str());
   if (!planned.problems.empty())
-    std::fprintf(stderr, "cairn plan: the load would be refused: %zu problems\n", planned.problems.size());
+    std::fprintf(stderr, "cairn plan: the load would be refused: %zu problem%s\n", planned.problems.size(),
+                 planned.problems.size() == 1 ? "" : "s");
   return planned.problems.empty() ? 0 : 2;
 }
 

@@ -177,7 +177,12 @@ int reshard(std::string const& format, std::filesystem::path const& work) {
       {{4, "tp_dp"}, {2, "flat"}},
       {{2, "mixed"}, {4, "tp_dp"}},
       {{4, "tp_dp"}, {1, "dim"}},
-      {{2, "tp_dp"}, {4, "tp_dp"}}};
+      {{2, "tp_dp"}, {4, "tp_dp"}},
+      // Pipeline stages: each rank holds its stage's parameters alone.
+      {{4, "pp"}, {4, "pp"}},
+      {{4, "pp"}, {2, "flat"}},
+      {{2, "flat"}, {4, "pp"}},
+      {{2, "pp"}, {4, "tp_dp"}}};
   for (auto const& [saved, loaded] : cases) {
     auto dir = work / (format + "_" + std::to_string(saved.ranks) + saved.scheme + "_" + std::to_string(loaded.ranks) +
                        loaded.scheme);

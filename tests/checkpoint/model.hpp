@@ -44,14 +44,17 @@ inline double value(std::size_t parameter, std::size_t shard, std::uint64_t inde
 /// all, every parameter whole and replicated on every rank (data parallelism), so that its
 /// replicas are written by different ranks; or tensor parallel over pairs of ranks (rows of a
 /// vector, columns of a matrix) replicated over the data-parallel groups (TP=2 x DP=size/2,
-/// Megatron's order: a shard held by every rank of its data-parallel group).
-enum class scheme { dim, flat, mixed, replicated, tp_dp };
+/// Megatron's order: a shard held by every rank of its data-parallel group); or two pipeline
+/// stages (an even world size): the first half of the ranks holds the even-numbered parameters,
+/// the second half the odd ones, each flat-sliced over its stage's ranks.
+enum class scheme { dim, flat, mixed, replicated, tp_dp, pp };
 
 inline scheme parse_scheme(std::string const& s) {
   return s == "flat"         ? scheme::flat
          : s == "mixed"      ? scheme::mixed
          : s == "replicated" ? scheme::replicated
          : s == "tp_dp"      ? scheme::tp_dp
+         : s == "pp"         ? scheme::pp
                              : scheme::dim;
 }
 
@@ -67,7 +70,12 @@ inline cairn::shard_layout shard_of(std::vector<std::uint64_t> const& shape, sch
     auto dim = shape.size() > 1 ? std::size_t{1} : std::size_t{0};
     return n % 2 == 0 ? cairn::split_dimension(shape, dim, rank % 2, 2) : whole;
   }
-  if (how == scheme::flat) {
+  if (how == scheme::pp && n % 2 == 0) { // flat over the ranks of this rank's stage
+    auto [b, e] = part(whole.box_numel(), r % (n / 2), n / 2);
+    whole.flat = cairn::flat_range{b, e};
+    return whole;
+  }
+  if (how == scheme::flat || how == scheme::pp) {
     auto [b, e] = part(whole.box_numel(), r, n);
     whole.flat = cairn::flat_range{b, e};
     return whole;
@@ -89,6 +97,8 @@ inline cairn::model_state make(scheme how, int rank, int size, bool fill) {
   state.shard_names = shard_names;
   for (std::size_t i = 0; i < parameters().size(); ++i) {
     auto const& spec = parameters()[i];
+    auto stage = static_cast<std::size_t>(2 * rank / size);
+    if (how == scheme::pp && size % 2 == 0 && i % 2 != stage) continue; // another stage's layer
     cairn::parameter_state p;
     bool replicated = spec.replicated || how == scheme::replicated;
     p.layout = {spec.name, spec.shape, cairn::to_dtype(spec.type), replicated || how == scheme::tp_dp,
@@ -114,8 +124,9 @@ inline cairn::model_state make(scheme how, int rank, int size, bool fill) {
 /// the shards in `zeroed`).
 inline std::int64_t mismatches(cairn::model_state const& state, std::vector<std::size_t> const& zeroed = {}) {
   std::int64_t bad = 0;
-  for (std::size_t i = 0; i < state.parameters.size(); ++i) {
-    auto const& p = state.parameters[i];
+  for (auto const& p : state.parameters) {
+    std::size_t i = 0; // its place in the model: what its values are made of
+    while (parameters()[i].name != p.layout.name) ++i;
     auto whole = cairn::shard_layout::whole(p.layout.shape);
     for (std::size_t s = 0; s < p.shards.size(); ++s) {
       auto d = p.shards[s].to(at::kDouble).contiguous();

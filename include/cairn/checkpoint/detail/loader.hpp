@@ -8,10 +8,14 @@
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/detail/transfer.hpp>
 #include <cairn/checkpoint/state.hpp>
+#include <cairn/comm/communicator.hpp>
 #include <cairn/io/safetensors.hpp>
 #include <cairn/progress.hpp>
 
+#include <ATen/ops/zeros.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -79,13 +83,25 @@ public:
 
   void problem(std::string path, std::string message) { report_.add(std::move(path), std::move(message)); }
   void missing(std::string const& parameter) { problem(parameter, "missing from the checkpoint"); }
-  /// A parameter of the checkpoint: a problem when the model has none of that name.
-  void saved(std::string const& parameter) {
-    if (!live_.contains(parameter)) problem(parameter, "in the checkpoint but not in the model");
-  }
+  /// A parameter of the checkpoint, given in the same order on every rank: a problem when no rank
+  /// of the model holds it (a pipeline stage holds its own layers alone), found in `agree`.
+  void saved(std::string const& parameter) { saved_.emplace_back(parameter, live_.contains(parameter)); }
 
   /// Throws on every rank when any rank found a problem. Collective.
-  template <class Comm> void agree(Comm& comm) { report_.agree(comm, "cannot load checkpoint " + path_.string()); }
+  template <class Comm> void agree(Comm& comm) {
+    if (!saved_.empty()) { // which saved parameters some rank holds: one small sum over the ranks
+      auto held = at::zeros({static_cast<std::int64_t>(saved_.size())}, at::TensorOptions().dtype(at::kInt));
+      auto* flags = held.data_ptr<std::int32_t>();
+      for (std::size_t i = 0; i < saved_.size(); ++i) flags[i] = saved_[i].second ? 1 : 0;
+      auto summed = held.to(comm.device());
+      comm.all_reduce(summed, comm::reduce_op::sum);
+      held = summed.to(c10::Device(c10::kCPU));
+      flags = held.data_ptr<std::int32_t>();
+      for (std::size_t i = 0; i < saved_.size(); ++i)
+        if (flags[i] == 0 && comm.rank() == 0) problem(saved_[i].first, "in the checkpoint but not in the model");
+    }
+    report_.agree(comm, "cannot load checkpoint " + path_.string());
+  }
 
 private:
   static std::string join(std::vector<std::string> const& names) {
@@ -97,7 +113,8 @@ private:
   model_state& state_;
   std::filesystem::path path_;
   verification verify_;
-  std::set<std::string, std::less<>> live_; // the model's parameter names
+  std::set<std::string, std::less<>> live_;         // this rank's parameter names
+  std::vector<std::pair<std::string, bool>> saved_; // the checkpoint's, and whether this rank holds each
   std::vector<std::pair<std::size_t, std::string>> shards_;
   std::map<std::string, std::unique_ptr<io::safetensors_file>> files_;
   load_report report_;

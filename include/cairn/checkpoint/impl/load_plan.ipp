@@ -158,11 +158,17 @@ struct reader {
       if (same && !h.layout->replicated && h.rank != r) continue; // the saving layout: its own file
       auto count = overlap_count(live.shape, h.layout->shard, live.shard);
       if (count == 0) continue;
+      std::uint64_t bytes = 0;
+      if (__builtin_mul_overflow(count, io::size_of(h.layout->dtype), &bytes)) {
+        plan.problems.push_back(live.name + ": more than 2^64 bytes to read");
+        continue;
+      }
       for (auto const& shard : shards) {
         auto tensor = tensor_name(live.name, shard);
         auto file = file_of(h, tensor, weight_map, plan);
         if (file.empty()) continue;
-        files[file] += count * io::size_of(h.layout->dtype);
+        if (__builtin_add_overflow(files[file], bytes, &files[file]))
+          plan.problems.push_back(live.name + ": more than 2^64 bytes to read from " + file);
         if (!needs) continue;
         auto& need = (*needs)[file];
         need.rank = h.rank;
