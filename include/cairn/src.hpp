@@ -83,11 +83,14 @@
 // The field tables of cairn's own configs, which the headers declare made here.
 #ifdef CAIRN_SEPARATE_COMPILATION
 #include <cairn/checkpoint/convert.hpp>
+#include <cairn/checkpoint/load_plan.hpp>
 #include <cairn/training/trainer_config.hpp>
 template cairn::detail::config_ops const& cairn::detail::config_of<cairn::run_config>();
 template cairn::detail::config_ops const& cairn::detail::config_of<cairn::training_config>();
 template cairn::detail::config_ops const& cairn::detail::config_of<cairn::checkpoint_load_config>();
 template cairn::detail::config_ops const& cairn::detail::config_of<cairn::convert_config>();
+template cairn::detail::config_ops const& cairn::detail::config_of<cairn::run_layout>();
+template cairn::detail::config_ops const& cairn::detail::config_of<cairn::load_plan>();
 #endif
 
 // The symbol a translation unit built with CAIRN_SEPARATE_COMPILATION needs from this one: a

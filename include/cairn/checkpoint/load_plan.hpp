@@ -70,4 +70,10 @@ CAIRN_DECL load_plan plan_load(std::filesystem::path const& dir, run_layout cons
 
 #ifndef CAIRN_SEPARATE_COMPILATION
 #include <cairn/checkpoint/impl/load_plan.ipp>
+#else
+#include <cairn/config/detail/reflect.hpp>
+namespace cairn::detail { // made once, in cairn::compiled (src.hpp)
+extern template config_ops const& config_of<run_layout>();
+extern template config_ops const& config_of<load_plan>();
+} // namespace cairn::detail
 #endif
