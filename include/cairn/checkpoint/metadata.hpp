@@ -94,11 +94,6 @@ struct replica_writers {
 /// every rank and when loading.
 CAIRN_DECL replica_writers replica_writers_of(std::vector<rank_layout> const& ranks, replica_writer_rule rule);
 
-/// The lowest rank of `ranks` holding shard `shard` of `name` replicated: the one that sends it
-/// when the ranks assemble the parameter whole; -1 when none.
-CAIRN_DECL int replica_leader(std::vector<rank_layout> const& ranks, std::string const& name,
-                              shard_layout const& shard);
-
 /// `parse_checkpoint_metadata`, its errors config_errors.
 CAIRN_DECL checkpoint_metadata parse_metadata_document(boost::json::value document, std::string const& source);
 /// The io_error of malformed stored metadata in `source`, from the config_error that found it.

@@ -26,6 +26,16 @@ inline std::string tensor_name(std::string const& parameter, std::string const& 
   return parameter + "/" + shard;
 }
 
+/// Indices of the state shards a save or load covers: the weights (the first) with
+/// `model_weights`, the others with `optimizer_state`.
+inline std::vector<std::size_t> selected_shards(std::vector<std::string> const& names, bool model_weights,
+                                                bool optimizer_state) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (i == 0 ? model_weights : optimizer_state) out.push_back(i);
+  return out;
+}
+
 /// Elements of the whole parameter.
 CAIRN_DECL std::uint64_t whole_numel(parameter_layout const& p);
 

@@ -4,6 +4,7 @@
 // What every format's loader shares: copying the runs a saved shard shares with a live one
 // (converting element types), and accounting for every element of every requested shard.
 
+#include <cairn/checkpoint/detail/save_files.hpp> // selected_shards
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/state.hpp>
@@ -170,15 +171,6 @@ inline void load_shard(parameter_layout const& layout, at::Tensor& staging, std:
                          " elements are not in the checkpoint");
   else if (written > expected)
     report.add(path, std::to_string(written - expected) + " elements were loaded more than once");
-}
-
-/// Indices of the state shards a save or load covers.
-inline std::vector<std::size_t> selected_shards(std::vector<std::string> const& names, bool model_weights,
-                                                bool optimizer_state) {
-  std::vector<std::size_t> out;
-  for (std::size_t i = 0; i < names.size(); ++i)
-    if (i == 0 ? model_weights : optimizer_state) out.push_back(i);
-  return out;
 }
 
 } // namespace detail

@@ -51,9 +51,10 @@ inline std::vector<std::string> loaded_shards(checkpoint_metadata const& saved, 
   std::string held;
   for (auto const& name : saved.shard_names) held += (held.empty() ? "" : ", ") + name;
   std::vector<std::string> out;
+  auto selected = selected_shards(run.shard_names, run.model_weights, run.optimizer_state);
   for (std::size_t i = 0; i < run.shard_names.size(); ++i) {
     auto const& name = run.shard_names[i];
-    if (!(i == 0 ? run.model_weights : run.optimizer_state)) {
+    if (std::find(selected.begin(), selected.end(), i) == selected.end()) {
       plan.zeroed.push_back(name);
       continue;
     }

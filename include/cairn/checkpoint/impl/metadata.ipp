@@ -97,14 +97,6 @@ CAIRN_DECL detail::replica_writers detail::replica_writers_of(std::vector<rank_l
   return out;
 }
 
-CAIRN_DECL int detail::replica_leader(std::vector<rank_layout> const& ranks, std::string const& name,
-                                      shard_layout const& shard) {
-  for (std::size_t r = 0; r < ranks.size(); ++r)
-    if (auto const* held = ranks[r].find(name); held && held->replicated && held->shard == shard)
-      return static_cast<int>(r);
-  return -1;
-}
-
 CAIRN_DECL io::io_error detail::stored_metadata_error(std::string const& source, config_error const& e) {
   // The file is data, not a config the user wrote: an io_error (exit status 1 in the tool, not 2).
   std::string text;
