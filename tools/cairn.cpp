@@ -158,7 +158,7 @@ void print_load_plan(std::filesystem::path const& dir, cairn::run_layout const& 
   std::printf("checkpoint %s (%s) into a run of %zu ranks\n", dir.c_str(), cairn::format_name(plan.format),
               run.ranks.size());
   if (plan.same_layout)
-    std::printf("layout: the saving one; each rank reads its own file\n");
+    std::printf("layout: the saving one; each rank reads its own shards (replicated ones from their writer)\n");
   else if (plan.format == cairn::checkpoint_format::state_dict)
     std::printf("layout: whole tensors; each rank reads its parts of them\n");
   else

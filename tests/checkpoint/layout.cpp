@@ -188,6 +188,47 @@ TEST_CASE("rows, columns and flat slices of any size tile the tensor exactly") {
   CHECK_KIND(cairn::flat_slice({7}, 2, 2), cairn::checkpoint_errc::invalid_state);
 }
 
+TEST_CASE("places on a TP x DP grid at ZeRO stages 0 to 3 tile each parameter, replicas counted once") {
+  using cairn::tensor_split;
+  std::vector<std::uint64_t> const shape{6, 5};
+  for (auto split : {tensor_split::none, tensor_split::rows, tensor_split::columns})
+    for (int tp : {1, 2, 3})
+      for (int dp : {1, 2, 4})
+        for (int zero : {0, 1, 3}) {
+          CAPTURE(split);
+          CAPTURE(tp);
+          CAPTURE(dp);
+          CAPTURE(zero);
+          std::vector<cairn::rank_layout> ranks;
+          for (int d = 0; d < dp; ++d)
+            for (int t = 0; t < tp; ++t) {
+              auto [shard, replicated] = cairn::place_on_grid(shape, split, t, tp, d, dp, zero);
+              ranks.push_back({{{"p", shape, cairn::io::dtype::F32, replicated, shard}}});
+            }
+          CHECK(cairn::tiling_problems(ranks).empty());
+          // Each rank writes its share: the replica sets hold the tensor once between them.
+          auto writers = cairn::detail::replica_writers_of(ranks, cairn::replica_writer_rule::balanced);
+          std::uint64_t written = 0;
+          for (std::size_t r = 0; r < ranks.size(); ++r) {
+            auto const& held = ranks[r].parameters[0];
+            if (!held.replicated || writers.of("p", held.shard) == static_cast<int>(r)) written += held.shard.numel();
+          }
+          CHECK(written == 30);
+        }
+  // TP=2 x DP=2 at ZeRO-1: rows 0-2 of a column-parallel weight, its second flat half.
+  auto place = cairn::place_on_grid(shape, tensor_split::rows, 0, 2, 1, 2, 1);
+  CHECK(place.shard.offsets == std::vector<std::uint64_t>{0, 0});
+  CHECK(place.shard.lengths == std::vector<std::uint64_t>{3, 5});
+  CHECK(place.shard.flat == cairn::flat_range{7, 15});
+  CHECK_FALSE(place.replicated);
+  CHECK(cairn::place_on_grid(shape, tensor_split::none, 1, 2, 1, 2, 1).replicated); // the same slice on both TP ranks
+  CHECK(cairn::place_on_grid(shape, tensor_split::columns, 1, 2, 0, 2, 0).replicated); // the block over DP
+  CHECK_FALSE(cairn::place_on_grid(shape, tensor_split::columns, 1, 2, 0, 1, 0).replicated);
+  CHECK_KIND(cairn::place_on_grid(shape, tensor_split::rows, 2, 2, 0, 1, 1), cairn::checkpoint_errc::invalid_state);
+  CHECK_KIND(cairn::place_on_grid(shape, tensor_split::rows, 0, 2, 0, 1, 4), cairn::checkpoint_errc::invalid_state);
+  CHECK_KIND(cairn::flat_slice(cairn::flat_slice(shape, 0, 2), 0, 2), cairn::checkpoint_errc::invalid_state);
+}
+
 TEST_CASE("layouts that do not tile a parameter are named, each problem once") {
   auto ranks = ranks_of({8, 2}, 2, cairn::split_rows);
   ranks[1].parameters[0].shard.offsets[0] = 3; // rows 3..6: overlaps rank 0's row 3, leaves row 7

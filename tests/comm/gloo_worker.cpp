@@ -4,6 +4,7 @@
 //     comm_gloo_worker            all collectives
 //     comm_gloo_worker die        rank 1 leaves; the others must fail within a bounded time
 //     comm_gloo_worker grid       a TP=2 x DP=N/2 grid: collectives within each rank's groups
+//     comm_gloo_worker connect    cairn::comm::connect on a TP=2 x PP=2 x DP=N/4 grid
 #include <cairn/checkpoint/detail/transfer.hpp>
 #include <cairn/comm.hpp>
 #include <cairn/comm/gloo.hpp>
@@ -226,6 +227,27 @@ int rank_dies() {
   return 1;
 }
 
+/// Checks that `comm` is the group of `members` with this rank at `index`: its size, and that
+/// sums, broadcasts and gathers stay among its members.
+template <class Communicator>
+void check_group(Communicator& comm, std::vector<int> const& members, int index, int rank) {
+  expect(comm.size() == static_cast<int>(members.size()), "group size", rank);
+  expect(comm.rank() == index, "a rank's index in its group is its coordinate", rank);
+  // The sum of the members' global ranks: each group's own.
+  auto t = at::full({3}, static_cast<double>(rank), at::kDouble);
+  comm.all_reduce(t, cairn::comm::reduce_op::sum);
+  double expected = 0;
+  for (int m : members) expected += m;
+  expect(t.eq(expected).all().item<bool>(), "all_reduce within the group", rank);
+  // The group's first member's rank, broadcast to the group.
+  auto b = at::full({1}, static_cast<double>(rank), at::kDouble);
+  comm.broadcast(b, 0);
+  expect(b.item<double>() == members.front(), "broadcast within the group", rank);
+  auto all = comm.all_gather(at::full({1}, static_cast<double>(rank), at::kDouble));
+  for (std::size_t i = 0; i < members.size(); ++i)
+    expect(all.at(i).template item<double>() == members[i], "all_gather in group order", rank);
+}
+
 /// A TP=2 x DP=size/2 grid over one store: each rank's TP and DP groups sum, broadcast and
 /// gather among their members only, whatever the other groups do at the same time.
 int grid() {
@@ -239,21 +261,7 @@ int grid() {
     auto name =
         std::string(a == cairn::comm::axis::tensor ? "tp/" : "dp/") + std::to_string(layout.group_index(a, rank));
     auto comm = cairn::comm::make_gloo_group(store, env, name, members, std::chrono::seconds(30));
-    expect(comm.size() == static_cast<int>(members.size()), "group size", rank);
-    expect(comm.rank() == at.at(a), "a rank's index in its group is its coordinate", rank);
-    // The sum of the members' global ranks: each group's own.
-    auto t = at::full({3}, static_cast<double>(rank), at::kDouble);
-    comm.all_reduce(t, cairn::comm::reduce_op::sum);
-    double expected = 0;
-    for (int m : members) expected += m;
-    expect(t.eq(expected).all().item<bool>(), "all_reduce within the group", rank);
-    // The group's first member's rank, broadcast to the group.
-    auto b = at::full({1}, static_cast<double>(rank), at::kDouble);
-    comm.broadcast(b, 0);
-    expect(b.item<double>() == members.front(), "broadcast within the group", rank);
-    auto all = comm.all_gather(at::full({1}, static_cast<double>(rank), at::kDouble));
-    for (std::size_t i = 0; i < members.size(); ++i)
-      expect(all.at(i).item<double>() == members[i], "all_gather in group order", rank);
+    check_group(comm, members, at.at(a), rank);
   }
   try { // a rank outside a group cannot join it
     (void)cairn::comm::make_gloo_group(store, env, "nobody", {rank == 0 ? 1 : 0}, std::chrono::seconds(1));
@@ -270,12 +278,37 @@ int grid() {
   return failures == 0 ? 0 : 1;
 }
 
+/// `connect` on a TP=2 x PP=2 x DP=size/4 grid: the world and each axis's group of every rank,
+/// made in one call over one store.
+int connected() {
+  auto env = cairn::comm::read_environment();
+  cairn::comm::parallel_grid layout(2, 2, env.world_size / 4, env.world_size);
+  auto comms = cairn::comm::connect(cairn::comm::backend::gloo, false, layout, std::chrono::seconds(30));
+  auto rank = env.rank;
+  expect(comms.at == layout.coordinates(rank), "the rank's coordinates", rank);
+  std::vector<int> everyone(static_cast<std::size_t>(env.world_size));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  check_group(comms.world, everyone, rank, rank);
+  for (auto a : {cairn::comm::axis::tensor, cairn::comm::axis::pipeline, cairn::comm::axis::data})
+    check_group(comms.along(a), layout.group(a, rank), comms.at.at(a), rank);
+  try { // a grid of another size than the job is refused before any rank waits
+    (void)cairn::comm::connect(cairn::comm::backend::gloo, false, cairn::comm::parallel_grid(2, 1, 1, 2));
+    expect(false, "a grid of another size refused", rank);
+  } catch (cairn::error const& e) {
+    expect(e.kind() == cairn::comm_errc::environment, "a grid of another size refused with kind environment", rank);
+  }
+  comms.world.barrier();
+  if (failures == 0) std::printf("rank %d: every group of the grid agrees\n", rank);
+  return failures == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   try {
     std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "grid") return grid();
+    if (mode == "connect") return connected();
     return mode == "die" ? rank_dies() : collectives();
   } catch (std::exception const& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

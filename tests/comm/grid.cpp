@@ -63,3 +63,19 @@ TEST_CASE("a grid that does not fill the world, or a rank outside it, is refused
   CHECK_KIND(grid.coordinates(4), cairn::comm_errc::environment);
   CHECK_KIND(grid.rank_of({2, 0, 0}), cairn::comm_errc::environment);
 }
+
+TEST_CASE("pipeline stages own contiguous blocks of layers, the first ones one more") {
+  auto stages_of = [](std::int64_t layers, int stages) {
+    ranks out;
+    for (std::int64_t layer = 0; layer < layers; ++layer)
+      out.push_back(cairn::comm::stage_of_layer(layer, layers, stages));
+    return out;
+  };
+  CHECK(stages_of(7, 3) == ranks{0, 0, 0, 1, 1, 2, 2});
+  CHECK(stages_of(4, 2) == ranks{0, 0, 1, 1});
+  CHECK(stages_of(3, 3) == ranks{0, 1, 2});
+  CHECK(stages_of(2, 4) == ranks{0, 1}); // more stages than layers: the last ones hold none
+  CHECK(stages_of(5, 1) == ranks{0, 0, 0, 0, 0});
+  CHECK_KIND(cairn::comm::stage_of_layer(5, 5, 2), cairn::comm_errc::environment);
+  CHECK_KIND(cairn::comm::stage_of_layer(0, 5, 0), cairn::comm_errc::environment);
+}

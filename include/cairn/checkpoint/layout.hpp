@@ -12,6 +12,7 @@
 #include <cairn/io/dtype.hpp>
 
 #include <boost/describe/class.hpp>
+#include <boost/describe/enum.hpp>
 #include <boost/json/value.hpp>
 
 #include <cstdint>
@@ -122,10 +123,6 @@ CAIRN_DECL std::uint64_t overlap_count(std::vector<std::uint64_t> const& shape, 
 /// lies within: two shards whose spans do not meet share nothing. Empty for an empty shard.
 CAIRN_DECL flat_range span_of(std::vector<std::uint64_t> const& shape, shard_layout const& shard);
 
-/// The elements [first, last) of a tensor of `shape`, in row-major order, that a valid shard
-/// lies within: two shards whose spans do not meet share nothing. Empty for an empty shard.
-CAIRN_DECL flat_range span_of(std::vector<std::uint64_t> const& shape, shard_layout const& shard);
-
 /// Why the ranks' layouts of a save do not describe every parameter exactly, or nothing when
 /// they do: each rank lists a parameter at most once, every rank agrees on its shape and type,
 /// each shard is valid, and the shards of the ranks that write it (each replica set counted
@@ -148,6 +145,35 @@ inline shard_layout split_columns(std::vector<std::uint64_t> const& shape, int r
 /// A flat slice of the whole tensor in row-major order, as ZeRO and FSDP shard it: elements
 /// [numel * rank / size, numel * (rank + 1) / size).
 CAIRN_DECL shard_layout flat_slice(std::vector<std::uint64_t> const& shape, int rank, int size);
+
+/// A flat slice of the elements of `box` (a shard without a flat range), in the box's row-major
+/// order: ZeRO over a data-parallel group of a tensor-parallel block. Elements
+/// [n * rank / size, n * (rank + 1) / size) of the box's n.
+CAIRN_DECL shard_layout flat_slice(shard_layout box, int rank, int size);
+
+/// How a parameter is split over its tensor-parallel group: not at all (every rank of the group
+/// holds it all), by rows (a column-parallel linear's weight [out, in] and bias, a
+/// vocab-parallel embedding [vocab, hidden]) or by columns (a row-parallel linear's weight).
+enum class tensor_split { none, rows, columns };
+BOOST_DESCRIBE_ENUM(tensor_split, none, rows, columns)
+
+/// Where a rank holds a parameter, and whether other ranks hold the same shard with the same
+/// values: the arguments of `add_parameter`.
+struct placement {
+  shard_layout shard;
+  bool replicated = false;
+};
+
+/// Where the rank at `tensor_rank` of its tensor-parallel group of `tensor_size` and
+/// `data_rank` of its data-parallel group of `data_size` holds a parameter of `shape` split
+/// `split`, at ZeRO stage `zero_stage` (0 to 3): at stage 0 its tensor-parallel block, replicated
+/// over the data-parallel group; at stages 1 to 3 a flat slice of that block per data-parallel
+/// rank, the slice whose optimizer state it keeps (the stages differ in what a rank keeps in
+/// memory besides, not in what a checkpoint holds). A parameter not split is replicated over
+/// the tensor-parallel group too. A checkpoint_error when a position is outside its group or
+/// the stage is not 0 to 3.
+CAIRN_DECL placement place_on_grid(std::vector<std::uint64_t> const& shape, tensor_split split, int tensor_rank,
+                                   int tensor_size, int data_rank, int data_size, int zero_stage);
 
 } // namespace cairn
 

@@ -6,6 +6,7 @@
 
 #include <cairn/comm/any.hpp>
 #include <cairn/comm/environment.hpp>
+#include <cairn/comm/grid.hpp>
 #include <cairn/detail/decl.hpp>
 
 #include <chrono>
@@ -22,6 +23,31 @@ namespace cairn::comm {
 ///     auto comm = cairn::comm::connect(cfg.comm, cfg.device == cairn::device_type::cuda, cfg.run.timeout());
 CAIRN_DECL any_communicator connect(backend requested, bool cuda,
                                     std::chrono::milliseconds timeout = std::chrono::minutes(5));
+
+/// The communicators of a rank of a run on a parallel grid: the whole job's, and the rank's group
+/// along each axis, where a rank's index is its coordinate. A group of one rank is a
+/// `single_process` communicator. Checkpoints go through `world`; a trainer's collectives
+/// through the groups (gradients summed over `data`, activations over `tensor`).
+struct grid_communicators {
+  parallel_grid grid;
+  grid_coordinates at;
+  any_communicator world, tensor, pipeline, data;
+
+  [[nodiscard]] any_communicator& along(axis a) noexcept {
+    return a == axis::tensor ? tensor : a == axis::pipeline ? pipeline : data;
+  }
+};
+
+/// `connect`, for a run on `grid`: every group of the grid over one store, on the backend
+/// `requested` resolves to (Gloo, or NCCL with its groups' communicators of their own). Every
+/// rank makes its groups in the same order (world, tensor, pipeline, data), so that the members
+/// of a group meet. A comm_error (kind environment) when the grid's size is not the job's.
+///
+///     auto env = cairn::comm::environment_or_single();
+///     cairn::comm::parallel_grid grid(cfg.parallel.tensor, 1, env.world_size / cfg.parallel.tensor, env.world_size);
+///     auto comms = cairn::comm::connect(cfg.comm, cuda, grid, cfg.run.timeout());
+CAIRN_DECL grid_communicators connect(backend requested, bool cuda, parallel_grid const& grid,
+                                      std::chrono::milliseconds timeout = std::chrono::minutes(5));
 
 } // namespace cairn::comm
 

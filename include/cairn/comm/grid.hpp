@@ -11,6 +11,7 @@
 #include <boost/describe/enum.hpp>
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,19 @@ private:
   std::array<axis, 3> order_axes_{};  // fastest first
   grid_order order_;
 };
+
+/// The pipeline stage that holds layer `layer` of `layers` when `stages` stages hold contiguous
+/// blocks of layers as even as can be, the first `layers % stages` stages one more: stage
+/// ownership of layers, as Megatron assigns it by default. A comm_error (kind environment) when
+/// `layer` is not one of the layers or `stages` is below 1.
+[[nodiscard]] inline int stage_of_layer(std::int64_t layer, std::int64_t layers, int stages) {
+  if (stages < 1 || layer < 0 || layer >= layers)
+    throw comm_error(comm_errc::environment, "stage_of_layer: layer " + std::to_string(layer) + " of " +
+                                                 std::to_string(layers) + ", " + std::to_string(stages) + " stages");
+  auto base = layers / stages, extra = layers % stages;
+  if (layer < extra * (base + 1)) return static_cast<int>(layer / (base + 1));
+  return static_cast<int>(extra + (layer - extra * (base + 1)) / base);
+}
 
 } // namespace cairn::comm
 

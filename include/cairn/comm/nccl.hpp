@@ -131,6 +131,16 @@ static_assert(communicator<nccl_communicator>);
 CAIRN_DECL nccl_communicator make_nccl(distributed_environment const& env,
                                        std::chrono::milliseconds timeout = std::chrono::minutes(5));
 
+/// An NCCL communicator of the ranks `members` (global ranks, in the order of their group ranks;
+/// this rank among them), named `name` ("tp/0", "dp/1", ...) in the run's `store`
+/// (`make_store`): the group's first member creates its unique id and publishes it there, the
+/// others wait for it at most `timeout`. The rank's GPU is chosen as `make_nccl` chooses it. A
+/// rank that is not a member is an error.
+CAIRN_DECL nccl_communicator make_nccl_group(c10::intrusive_ptr<c10d::Store> const& store,
+                                             distributed_environment const& env, std::string const& name,
+                                             std::vector<int> const& members,
+                                             std::chrono::milliseconds timeout = std::chrono::minutes(5));
+
 /// `make_nccl` for the run the torchrun variables describe, or for one process when no launcher
 /// set them.
 inline nccl_communicator nccl_from_environment(std::chrono::milliseconds timeout = std::chrono::minutes(5)) {

@@ -247,4 +247,30 @@ CAIRN_DECL shard_layout flat_slice(std::vector<std::uint64_t> const& shape, int 
   return whole;
 }
 
+CAIRN_DECL shard_layout flat_slice(shard_layout box, int rank, int size) {
+  if (rank < 0 || size <= 0 || rank >= size || box.flat)
+    throw checkpoint_error(checkpoint_errc::invalid_state, "flat_slice: rank " + std::to_string(rank) + " of " +
+                                                               std::to_string(size) +
+                                                               (box.flat ? " of a shard that is already flat" : ""));
+  auto n = box.box_numel(), r = static_cast<std::uint64_t>(rank), s = static_cast<std::uint64_t>(size);
+  box.flat = flat_range{n * r / s, n * (r + 1) / s};
+  return box;
+}
+
+CAIRN_DECL placement place_on_grid(std::vector<std::uint64_t> const& shape, tensor_split split, int tensor_rank,
+                                   int tensor_size, int data_rank, int data_size, int zero_stage) {
+  auto outside = [](int rank, int size) { return size < 1 || rank < 0 || rank >= size; };
+  if (outside(tensor_rank, tensor_size) || outside(data_rank, data_size) || zero_stage < 0 || zero_stage > 3)
+    throw checkpoint_error(checkpoint_errc::invalid_state,
+                           "place_on_grid: tensor rank " + std::to_string(tensor_rank) + " of " +
+                               std::to_string(tensor_size) + ", data rank " + std::to_string(data_rank) + " of " +
+                               std::to_string(data_size) + ", ZeRO stage " + std::to_string(zero_stage));
+  auto box = split == tensor_split::none
+                 ? shard_layout::whole(shape)
+                 : split_dimension(shape, split == tensor_split::rows ? 0 : 1, tensor_rank, tensor_size);
+  bool over_tensor = split == tensor_split::none && tensor_size > 1;
+  if (zero_stage == 0) return {box, over_tensor || data_size > 1};
+  return {flat_slice(std::move(box), data_rank, data_size), over_tensor};
+}
+
 } // namespace cairn

@@ -191,34 +191,72 @@ CAIRN_DECL void nccl_communicator::release() noexcept {
   owned_ = false;
 }
 
-CAIRN_DECL nccl_communicator make_nccl(distributed_environment const& env, std::chrono::milliseconds timeout) {
+namespace detail {
+
+/// The rank's GPU, made current.
+inline int select_nccl_device(distributed_environment const& env) {
   int visible = 0;
   if (cudaGetDeviceCount(&visible) != cudaSuccess) visible = 0;
   int device = cuda_device_for(env, visible);
-  detail::check_cuda(cudaSetDevice(device), "cudaSetDevice");
-  auto store = make_store(env, timeout);
-  auto shared = share_from_rank0(
-      *store, env, "cairn/nccl_unique_id",
-      [] {
-        ncclUniqueId id;
-        detail::check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-        auto const* bytes = reinterpret_cast<std::uint8_t const*>(&id);
-        return std::vector<std::uint8_t>(bytes, bytes + sizeof id);
-      },
-      timeout);
+  check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  return device;
+}
+
+inline std::vector<std::uint8_t> new_nccl_id() {
   ncclUniqueId id;
-  if (shared.size() != sizeof id)
-    throw comm_error(comm_errc::backend, "the NCCL unique id shared by rank 0 has the wrong size");
+  check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  auto const* bytes = reinterpret_cast<std::uint8_t const*>(&id);
+  return std::vector<std::uint8_t>(bytes, bytes + sizeof id);
+}
+
+/// Rank `rank` of the `size` ranks of the communicator of unique id `shared`, with a stream of
+/// its own, on `device`.
+inline nccl_communicator init_nccl(std::vector<std::uint8_t> const& shared, int size, int rank, int device,
+                                   std::chrono::milliseconds timeout) {
+  ncclUniqueId id;
+  if (shared.size() != sizeof id) throw comm_error(comm_errc::backend, "the shared NCCL unique id has the wrong size");
   std::memcpy(&id, shared.data(), sizeof id);
   ncclComm_t comm = nullptr;
-  detail::check_nccl(ncclCommInitRank(&comm, env.world_size, id, env.rank), "ncclCommInitRank");
+  check_nccl(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank");
   cudaStream_t stream = nullptr;
   if (auto status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); status != cudaSuccess) {
     ncclCommDestroy(comm);
-    detail::check_cuda(status, "cudaStreamCreateWithFlags");
+    check_cuda(status, "cudaStreamCreateWithFlags");
   }
   return nccl_communicator::owning(comm, stream, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)),
                                    timeout);
+}
+
+} // namespace detail
+
+CAIRN_DECL nccl_communicator make_nccl(distributed_environment const& env, std::chrono::milliseconds timeout) {
+  int device = detail::select_nccl_device(env);
+  auto store = make_store(env, timeout);
+  auto shared = share_from_rank0(*store, env, "cairn/nccl_unique_id", detail::new_nccl_id, timeout);
+  return detail::init_nccl(shared, env.world_size, env.rank, device, timeout);
+}
+
+CAIRN_DECL nccl_communicator make_nccl_group(c10::intrusive_ptr<c10d::Store> const& store,
+                                             distributed_environment const& env, std::string const& name,
+                                             std::vector<int> const& members, std::chrono::milliseconds timeout) {
+  auto me = std::find(members.begin(), members.end(), env.rank);
+  if (me == members.end())
+    throw comm_error(comm_errc::environment,
+                     "rank " + std::to_string(env.rank) + " is not a member of the group '" + name + "'");
+  int device = detail::select_nccl_device(env);
+  auto key = "cairn.group/" + name + "/nccl_unique_id";
+  if (me == members.begin()) store->set(key, detail::new_nccl_id());
+  std::vector<std::uint8_t> shared;
+  try {
+    store->wait({key}, timeout);
+    shared = store->get(key);
+  } catch (std::exception const& e) {
+    throw comm_error(comm_errc::timeout, "rank " + std::to_string(env.rank) + " got no NCCL id for the group '" + name +
+                                             "' from rank " + std::to_string(members.front()) + " within " +
+                                             std::to_string(timeout.count()) + " ms: " + e.what());
+  }
+  return detail::init_nccl(shared, static_cast<int>(members.size()), static_cast<int>(me - members.begin()), device,
+                           timeout);
 }
 
 } // namespace cairn::comm
