@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,16 +59,33 @@ constexpr auto cairn_fields(data_config const*) {
 }
 
 struct parallel_config {
+  std::int64_t tensor = 1;
+  std::int64_t pipeline = 1;
+  std::optional<std::int64_t> data;
   std::int64_t zero_stage = 1;
 };
-BOOST_DESCRIBE_STRUCT(parallel_config, (), (zero_stage))
+BOOST_DESCRIBE_STRUCT(parallel_config, (), (tensor, pipeline, data, zero_stage))
 constexpr auto cairn_fields(parallel_config const*) {
   using namespace cairn;
-  return fields(field(&parallel_config::zero_stage,
-                      "How the data-parallel ranks hold the weights and Adam's moments: 0, each all of them "
-                      "(replicated; a checkpoint writes each tensor once, spread over the ranks); 1, a flat slice "
-                      "each (ZeRO stage 1). Either resumes from the other.",
-                      hint::core, check::in_range(0, 1)));
+  using p = parallel_config;
+  return fields(
+      field(&p::tensor,
+            "Ranks of a tensor-parallel group. The hidden layers alternate column-parallel (rows of the weight and "
+            "the bias split) and row-parallel (columns of the weight split, bias whole), Megatron's pairing; the "
+            "head follows the last hidden layer's pairing. At most model.hidden.",
+            hint::core, check::in_range(1, 4096)),
+      field(&p::pipeline,
+            "Pipeline stages. Each holds a contiguous block of the layers, the head with the last; activations pass "
+            "from stage to stage, one micro-batch at a time (stage ownership, no pipelined schedule).",
+            hint::core, check::in_range(1, 4096)),
+      field(&p::data, "Ranks of a data-parallel group. Unset: the world size over tensor x pipeline.", hint::core,
+            check::in_range(1, 1 << 20)),
+      field(&p::zero_stage,
+            "How a data-parallel group holds the weights and Adam's moments: 0, each rank all of its tensor-parallel "
+            "block (replicated; a checkpoint writes each once, spread over the ranks); 1 to 3, a flat slice each "
+            "(ZeRO). Stages 1 to 3 checkpoint alike; this example keeps whole blocks and gradients in memory at "
+            "each. Every stage resumes from the others.",
+            hint::core, check::in_range(0, 3)));
 }
 
 /// cairn's trainer config (run, training, pretrained, device, comm) plus the example's own.
@@ -110,117 +128,291 @@ inline at::Tensor uniform(std::vector<std::int64_t> const& shape, std::uint64_t 
 
 enum stream : std::uint64_t { teacher_stream = 1000, init_stream = 2000, data_stream = 1ULL << 32 };
 
-/// The parameters of `m`: names and shapes.
-inline std::vector<std::pair<std::string, std::vector<std::int64_t>>> parameters(mlp_config const& m) {
-  std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
+/// A parameter of the model: its name, its shape, how tensor parallelism splits it, and its
+/// layer (the head is layer `layers`), which decides its pipeline stage.
+struct parameter_spec {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  cairn::tensor_split split;
+  std::int64_t layer;
+};
+
+/// Whether hidden layer `i` is column-parallel (its output split over the tensor-parallel
+/// group) rather than row-parallel (its input split, its output summed over the group).
+inline bool column_parallel(std::int64_t i) { return i % 2 == 0; }
+
+/// The parameters of `m`, in order.
+inline std::vector<parameter_spec> parameters(mlp_config const& m) {
+  using cairn::tensor_split;
+  std::vector<parameter_spec> out;
   for (std::int64_t i = 0, width = m.inputs; i < m.layers; ++i, width = m.hidden) {
-    out.push_back({"layers." + std::to_string(i) + ".weight", {m.hidden, width}});
-    out.push_back({"layers." + std::to_string(i) + ".bias", {m.hidden}});
+    auto prefix = "layers." + std::to_string(i);
+    bool column = column_parallel(i);
+    out.push_back({prefix + ".weight", {m.hidden, width}, column ? tensor_split::rows : tensor_split::columns, i});
+    out.push_back({prefix + ".bias", {m.hidden}, column ? tensor_split::rows : tensor_split::none, i});
   }
-  out.push_back({"head.weight", {m.outputs, m.layers > 0 ? m.hidden : m.inputs}});
-  out.push_back({"head.bias", {m.outputs}});
+  bool split_input = column_parallel(m.layers - 1); // the last hidden layer's output is split
+  out.push_back(
+      {"head.weight", {m.outputs, m.hidden}, split_input ? tensor_split::columns : tensor_split::none, m.layers});
+  out.push_back({"head.bias", {m.outputs}, tensor_split::none, m.layers});
   return out;
 }
 
-/// Rank `rank` of `size`'s state of the model: a flat (ZeRO) slice of every parameter's
-/// initial weights, or all of them replicated (ZeRO stage 0), its Adam moments zero; the whole
-/// initial weights into `whole`.
-inline cairn::model_state sharded_state(train_config const& cfg, int rank, int size, c10::Device device,
-                                        std::vector<at::Tensor>& whole) {
+/// The grid of a run of `world_size` ranks from `parallel`, or a config_error naming each key
+/// that does not fit the model or the job.
+inline cairn::comm::parallel_grid grid_of(train_config const& cfg, int world_size) {
+  auto const& p = cfg.parallel;
+  std::vector<cairn::diagnostic> problems;
+  if (p.tensor > cfg.model.hidden)
+    problems.push_back({"parallel.tensor", "is " + std::to_string(p.tensor) + ", more than model.hidden (" +
+                                               std::to_string(cfg.model.hidden) + "): a rank would hold no unit"});
+  if (p.pipeline > cfg.model.layers + 1)
+    problems.push_back({"parallel.pipeline", "is " + std::to_string(p.pipeline) + ", more than the " +
+                                                 std::to_string(cfg.model.layers + 1) +
+                                                 " layers of the model (model.layers and the head)"});
+  auto data = p.data.value_or(std::max<std::int64_t>(1, world_size / (p.tensor * p.pipeline)));
+  if (p.tensor * p.pipeline * data != world_size)
+    problems.push_back({p.data ? "parallel.data" : "parallel.tensor",
+                        "tensor x pipeline x data is " + std::to_string(p.tensor) + " x " + std::to_string(p.pipeline) +
+                            " x " + std::to_string(data) + " = " + std::to_string(p.tensor * p.pipeline * data) +
+                            " ranks; the job has " + std::to_string(world_size)});
+  if (cfg.data.batch_size < data)
+    problems.push_back({"data.batch_size", "must be at least the data-parallel ranks (" + std::to_string(data) + ")"});
+  if (!problems.empty()) throw cairn::config_error(std::move(problems));
+  return {int(p.tensor), int(p.pipeline), int(data), world_size};
+}
+
+/// The box `shard` of `whole`, densely.
+inline at::Tensor block_of(at::Tensor const& whole, cairn::shard_layout const& shard) {
+  auto block = whole;
+  for (std::size_t d = 0; d < shard.offsets.size(); ++d)
+    block = block.narrow(static_cast<std::int64_t>(d), static_cast<std::int64_t>(shard.offsets[d]),
+                         static_cast<std::int64_t>(shard.lengths[d]));
+  return block.contiguous();
+}
+
+/// The state of rank `rank` of a run on `grid`: for each parameter of its pipeline stage, its
+/// place on the grid (`cairn::place_on_grid`) with the initial weights and zero Adam moments;
+/// the tensor-parallel blocks of the initial weights into `blocks`, and the indices of those
+/// parameters in `parameters(cfg.model)` into `held`. The initial weights are those of the
+/// whole model whatever the grid.
+inline cairn::model_state sharded_state(train_config const& cfg, cairn::comm::parallel_grid const& grid, int rank,
+                                        c10::Device device, std::vector<at::Tensor>& blocks,
+                                        std::vector<std::size_t>& held) {
+  using cairn::comm::axis;
   cairn::model_state state;
   state.shard_names = {"weights", "exp_avg", "exp_avg_sq"};
-  auto shapes = parameters(cfg.model);
-  for (std::size_t k = 0; k < shapes.size(); ++k) {
-    auto const& [name, shape] = shapes[k];
-    auto fan_in = shape.size() == 2 ? shape[1] : shape[0];
-    whole.push_back(uniform(shape, cfg.seed, init_stream + k, 1.0 / std::sqrt(double(fan_in))).to(device));
-    std::vector<std::uint64_t> dims(shape.begin(), shape.end());
-    if (cfg.parallel.zero_stage == 0) // one replica set: the same whole tensor on every rank
-      cairn::add_parameter(state, name, whole.back(), cairn::flat_slice(dims, 0, 1), true);
-    else
-      cairn::add_parameter(state, name, whole.back(), cairn::flat_slice(dims, rank, size));
+  auto at = grid.coordinates(rank);
+  auto specs = parameters(cfg.model);
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    auto const& spec = specs[k];
+    if (cairn::comm::stage_of_layer(spec.layer, cfg.model.layers + 1, grid.size(axis::pipeline)) != at.pipeline)
+      continue;
+    auto fan_in = spec.shape.size() == 2 ? spec.shape[1] : spec.shape[0];
+    auto whole = uniform(spec.shape, cfg.seed, init_stream + k, 1.0 / std::sqrt(double(fan_in)));
+    std::vector<std::uint64_t> dims(spec.shape.begin(), spec.shape.end());
+    auto place = cairn::place_on_grid(dims, spec.split, at.tensor, grid.size(axis::tensor), at.data,
+                                      grid.size(axis::data), int(cfg.parallel.zero_stage));
+    auto box = place.shard;
+    box.flat.reset();
+    blocks.push_back(block_of(whole, box).to(device));
+    held.push_back(k);
+    cairn::add_parameter(state, spec.name, whole.to(device), place.shard, place.replicated);
   }
   return state;
 }
 
-/// Adam on this rank's flat slices (all of each tensor at ZeRO stage 0), from the whole flat
-/// gradient of the model.
+/// Adam on this rank's flat slices of its blocks (all of each block at ZeRO stage 0), from the
+/// flat gradient of its blocks.
 inline void zero_adam(cairn::model_state& state, at::Tensor const& gradient, optimizer_config const& o,
                       std::int64_t iteration) {
   at::AutoGradMode no_grad(false);
   auto correction1 = 1 - std::pow(o.beta1, double(iteration)), correction2 = 1 - std::pow(o.beta2, double(iteration));
   std::int64_t offset = 0;
   for (auto& p : state.parameters) {
-    auto begin = offset + static_cast<std::int64_t>(p.layout.shard.flat->begin);
+    auto const& shard = p.layout.shard;
+    auto begin = offset + static_cast<std::int64_t>(shard.flat ? shard.flat->begin : 0);
     auto g = gradient.slice(0, begin, begin + p.shards[0].numel());
     auto &w = p.shards[0], &m = p.shards[1], &v = p.shards[2];
     m.mul_(o.beta1).add_(g, 1 - o.beta1);
     v.mul_(o.beta2).addcmul_(g, g, 1 - o.beta2);
     w.addcdiv_(m, (v / correction2).sqrt_().add_(o.epsilon), -o.learning_rate / correction1);
-    offset += static_cast<std::int64_t>(cairn::shard_layout::whole(p.layout.shape).box_numel());
+    offset += static_cast<std::int64_t>(shard.box_numel());
   }
 }
 
 // --- the trainer --------------------------------------------------------------------------------
 
+/// One rank of the model on its grid: the tensor-parallel blocks of its pipeline stage's
+/// parameters, and its shards of them and of their Adam moments.
 class trainer {
 public:
-  trainer(train_config const& cfg, cairn::comm::any_communicator& comm)
-      : cfg_(cfg), comm_(comm), device_(cfg.device == cairn::device_type::cuda ? c10::kCUDA : c10::kCPU),
-        state_(sharded_state(cfg, comm.rank(), comm.size(), device_, whole_)) {
-    for (auto& w : whole_) w.requires_grad_(true);
+  trainer(train_config const& cfg, cairn::comm::grid_communicators& comms)
+      : cfg_(cfg), comms_(comms), device_(cfg.device == cairn::device_type::cuda ? c10::kCUDA : c10::kCPU),
+        specs_(parameters(cfg.model)),
+        state_(sharded_state(cfg, comms.grid, comms.world.rank(), device_, blocks_, held_)) {
+    for (auto& b : blocks_) b.requires_grad_(true);
   }
 
   cairn::model_state& state() noexcept { return state_; }
 
-  /// Rebuilds every rank's whole parameters from the weight shards (after a load).
+  /// Rebuilds the rank's blocks from its weight shards (after a load, after each update):
+  /// gathered over the data-parallel group from its flat slices.
   void gather_weights() {
     at::AutoGradMode no_grad(false);
-    for (std::size_t k = 0; k < whole_.size(); ++k) {
+    for (std::size_t k = 0; k < blocks_.size(); ++k) {
       auto const& weights = state_.parameters[k].shards[0];
       if (cfg_.parallel.zero_stage == 0)
-        whole_[k].view({-1}).copy_(weights);
+        blocks_[k].view({-1}).copy_(weights);
       else
-        whole_[k].view({-1}).copy_(at::cat(comm_.all_gather(weights.to(comm_.device()))).to(device_));
+        blocks_[k].view({-1}).copy_(at::cat(comms_.data.all_gather(weights.to(comms_.data.device()))).to(device_));
     }
   }
 
-  /// One iteration: forward and backward on this rank's rows of the batch, gradients summed over
-  /// the ranks, Adam on this rank's shards, weights gathered. The batch's loss.
+  /// One iteration: forward and backward on the data-parallel group's rows of the batch,
+  /// gradients summed over it, Adam on this rank's shards, blocks gathered. The batch's loss.
   double step(std::int64_t iteration) {
     auto [x, y] = batch(data_stream + 2 * std::uint64_t(iteration));
-    auto local = loss_sum(x, y);
-    for (auto& p : whole_)
-      if (p.grad().defined()) p.grad().zero_();
-    local.backward();
+    for (auto& b : blocks_)
+      if (b.grad().defined()) b.grad().zero_();
+    auto pass = forward(x, y);
+    backward(pass);
     std::vector<at::Tensor> grads;
-    for (auto& p : whole_) grads.push_back(p.grad().view({-1}));
-    auto gradient = at::cat(grads).to(comm_.device());
-    comm_.all_reduce(gradient, cairn::comm::reduce_op::sum);
+    for (auto& b : blocks_) grads.push_back(b.grad().view({-1}));
+    auto gradient = at::cat(grads).to(comms_.data.device());
+    comms_.data.all_reduce(gradient, cairn::comm::reduce_op::sum);
     zero_adam(state_, gradient.to(device_), cfg_.optimizer, iteration);
     gather_weights();
-    return sum(local.detach());
+    return total(pass.loss);
   }
 
   /// The mean loss over `batches` held-out batches.
   double validate(std::int64_t batches) {
     at::AutoGradMode no_grad(false);
-    double total = 0;
+    double sum = 0;
     for (std::int64_t b = 0; b < batches; ++b) {
       auto [x, y] = batch(data_stream - 2 - 2 * std::uint64_t(b));
-      total += sum(loss_sum(x, y));
+      sum += total(forward(x, y).loss);
     }
-    return total / double(batches);
+    return sum / double(batches);
   }
 
 private:
-  double sum(at::Tensor const& value) {
-    auto total = value.reshape({1}).to(comm_.device());
-    comm_.all_reduce(total, cairn::comm::reduce_op::sum);
-    return total.to(at::kCPU).item<double>();
+  /// What a forward pass leaves for the backward one: the last stage's share of the loss, and
+  /// where activations crossed from the previous stage (`received`) and to the next (`sent`).
+  struct forward_pass {
+    at::Tensor loss, received, sent;
+  };
+
+  [[nodiscard]] int stages() const { return comms_.grid.size(cairn::comm::axis::pipeline); }
+  [[nodiscard]] bool last_stage() const { return comms_.at.pipeline == stages() - 1; }
+  [[nodiscard]] int stage_of(std::int64_t layer) const {
+    return cairn::comm::stage_of_layer(layer, cfg_.model.layers + 1, stages());
   }
 
-  /// This rank's rows of the batch of `stream`: inputs, and the teacher's outputs plus noise.
+  /// The batch's loss summed over the data-parallel group, known to every rank.
+  double total(at::Tensor const& loss) {
+    auto value = last_stage() ? loss.detach().reshape({1}).to(comms_.data.device())
+                              : at::zeros({1}, at::TensorOptions(comms_.data.device()));
+    comms_.data.all_reduce(value, cairn::comm::reduce_op::sum);
+    value = value.to(comms_.pipeline.device());
+    comms_.pipeline.broadcast(value, stages() - 1);
+    return value.to(at::kCPU).item<double>();
+  }
+
+  /// Identity forward; backward, the input's gradient summed over the tensor-parallel group
+  /// (each rank's column block gave its share of it): Megatron's "f" before a column-parallel
+  /// layer.
+  at::Tensor into_tensor_group(at::Tensor const& h) {
+    if (comms_.tensor.size() == 1 || !h.requires_grad()) return h;
+    auto out = h.clone();
+    out.register_hook([this](at::Tensor const& grad) {
+      auto sum = grad.contiguous().to(comms_.tensor.device());
+      comms_.tensor.all_reduce(sum, cairn::comm::reduce_op::sum);
+      return sum.to(device_);
+    });
+    return out;
+  }
+
+  /// Forward, the partial sums of a row-parallel layer summed over the tensor-parallel group;
+  /// backward, the identity: Megatron's "g". The sum is exact: the partial's value cancels.
+  at::Tensor out_of_tensor_group(at::Tensor const& partial) {
+    if (comms_.tensor.size() == 1) return partial;
+    auto sum = partial.detach().contiguous().to(comms_.tensor.device());
+    comms_.tensor.all_reduce(sum, cairn::comm::reduce_op::sum);
+    return sum.to(device_) + (partial - partial.detach());
+  }
+
+  /// The width of the activations after layer `i` on this rank: its block of the hidden units
+  /// after a column-parallel layer, all of them after a row-parallel one.
+  [[nodiscard]] std::int64_t width_after(std::int64_t i) const {
+    if (!column_parallel(i)) return cfg_.model.hidden;
+    std::vector<std::uint64_t> dims{std::uint64_t(cfg_.model.hidden)};
+    return std::int64_t(cairn::split_rows(dims, comms_.at.tensor, comms_.tensor.size()).lengths[0]);
+  }
+
+  /// The forward pass of this rank's stage, activations passed from stage to stage over the
+  /// pipeline group.
+  forward_pass forward(at::Tensor const& x, at::Tensor const& y) {
+    forward_pass pass;
+    auto h = x;
+    std::size_t k = 0; // this rank's blocks, in order
+    for (std::int64_t i = 0; i <= cfg_.model.layers; ++i) {
+      if (i > 0 && stage_of(i) != stage_of(i - 1)) { // the activations cross to the next stage
+        int from = stage_of(i - 1);
+        if (comms_.at.pipeline == from) pass.sent = h;
+        auto crossing = comms_.at.pipeline == from
+                            ? h.detach().contiguous().to(comms_.pipeline.device())
+                            : at::empty({x.size(0), width_after(i - 1)}, at::TensorOptions(comms_.pipeline.device()));
+        comms_.pipeline.broadcast(crossing, from);
+        if (comms_.at.pipeline == stage_of(i)) h = pass.received = crossing.to(device_).requires_grad_(true);
+      }
+      if (stage_of(i) != comms_.at.pipeline) continue;
+      auto const& w = blocks_[k];
+      auto const& b = blocks_[k + 1];
+      k += 2;
+      bool split_input = i == cfg_.model.layers ? column_parallel(i - 1) : !column_parallel(i);
+      at::Tensor out;
+      if (split_input) // row-parallel: partial sums over the group
+        out = out_of_tensor_group(at::matmul(h, w.t())) + b;
+      else if (specs_[held_[k - 2]].split == cairn::tensor_split::rows) // column-parallel
+        out = at::matmul(into_tensor_group(h), w.t()) + b;
+      else // the whole of it on every rank of the group
+        out = at::matmul(h, w.t()) + b;
+      h = i == cfg_.model.layers ? out : at::tanh(out);
+    }
+    if (last_stage()) pass.loss = (h - y).pow(2).sum() / double(cfg_.data.batch_size * cfg_.model.outputs);
+    return pass;
+  }
+
+  /// The backward pass, stage after stage from the last: each sends the gradient of what it
+  /// received to the stage before.
+  void backward(forward_pass const& pass) {
+    for (int stage = stages() - 1; stage >= 0; --stage) {
+      if (comms_.at.pipeline == stage) {
+        if (stage == stages() - 1)
+          pass.loss.backward();
+        else
+          pass.sent.backward(incoming_);
+      }
+      if (stage == 0) break;
+      auto first = first_layer_of(stage);
+      auto crossing = comms_.at.pipeline == stage ? pass.received.grad().contiguous().to(comms_.pipeline.device())
+                                                  : at::empty({pass_rows_, width_after(first - 1)},
+                                                              at::TensorOptions(comms_.pipeline.device()));
+      comms_.pipeline.broadcast(crossing, stage);
+      if (comms_.at.pipeline == stage - 1) incoming_ = crossing.to(device_);
+    }
+  }
+
+  [[nodiscard]] std::int64_t first_layer_of(int stage) const {
+    std::int64_t i = 0;
+    while (stage_of(i) != stage) ++i;
+    return i;
+  }
+
+  /// This data-parallel group's rows of the batch of `stream`: inputs, and the teacher's
+  /// outputs plus noise.
   std::pair<at::Tensor, at::Tensor> batch(std::uint64_t stream) {
     auto const& m = cfg_.model;
     auto b = cfg_.data.batch_size;
@@ -229,25 +421,21 @@ private:
     auto w2 = uniform({m.outputs, 32}, cfg_.seed, teacher_stream + 1, 1.0 / std::sqrt(32.0));
     auto y = at::matmul(at::tanh(at::matmul(x, w1.t())), w2.t()) +
              uniform({b, m.outputs}, cfg_.seed, stream + 1, cfg_.data.noise);
-    auto begin = b * comm_.rank() / comm_.size(), end = b * (comm_.rank() + 1) / comm_.size();
+    auto rank = comms_.at.data, size = comms_.data.size();
+    auto begin = b * rank / size, end = b * (rank + 1) / size;
+    pass_rows_ = end - begin;
     return {x.slice(0, begin, end).to(device_), y.slice(0, begin, end).to(device_)};
   }
 
-  /// This rank's share of the batch's mean squared error.
-  at::Tensor loss_sum(at::Tensor const& x, at::Tensor const& y) {
-    auto h = x;
-    std::size_t k = 0;
-    for (std::int64_t i = 0; i < cfg_.model.layers; ++i, k += 2)
-      h = at::tanh(at::matmul(h, whole_[k].t()) + whole_[k + 1]);
-    auto out = at::matmul(h, whole_[k].t()) + whole_[k + 1];
-    return (out - y).pow(2).sum() / double(cfg_.data.batch_size * cfg_.model.outputs);
-  }
-
   train_config const& cfg_;
-  cairn::comm::any_communicator& comm_;
+  cairn::comm::grid_communicators& comms_;
   c10::Device device_;
-  std::vector<at::Tensor> whole_; // whole parameters, on every rank
-  cairn::model_state state_;      // this rank's shards of weights and optimizer state
+  std::vector<parameter_spec> specs_;
+  std::vector<at::Tensor> blocks_; // this rank's tensor-parallel blocks of its stage's parameters
+  std::vector<std::size_t> held_;  // their indices in specs_
+  cairn::model_state state_;       // this rank's shards of the weights and the optimizer state
+  at::Tensor incoming_;            // the gradient of what this stage sent, from the next
+  std::int64_t pass_rows_ = 0;     // rows of the current batch on this rank
 };
 
 } // namespace example

@@ -1,11 +1,15 @@
 // cairn-train: a small but real data-parallel trainer built on cairn, to start from.
 //
 // A multi-layer perceptron learns a fixed random "teacher" network from seeded synthetic data.
-// Every rank holds the whole model for the forward and backward passes and averages gradients
-// with the others; Adam is sharded ZeRO-style (parallel.zero_stage=1): each rank owns a flat
-// slice of every parameter, updates it with its slice of the optimizer state, and the slices are
-// gathered back. What the checkpoints hold is exactly those slices: weights, exp_avg,
-// exp_avg_sq. With parallel.zero_stage=0 every rank holds and updates all of them, replicated.
+// The ranks form a grid, tensor x pipeline x data parallel (parallel.tensor, .pipeline, .data;
+// Megatron's order). The hidden layers alternate column- and row-parallel over a tensor-parallel
+// group, pipeline stages own contiguous blocks of layers, and data-parallel ranks split the
+// batch and sum their gradients. Adam is sharded ZeRO-style over the data-parallel group
+// (parallel.zero_stage=1 to 3): each rank owns a flat slice of each of its tensor-parallel
+// blocks, updates it with its slice of the optimizer state, and the slices are gathered back.
+// What the checkpoints hold is exactly those slices: weights, exp_avg, exp_avg_sq. At
+// parallel.zero_stage=0 the ranks of a data-parallel group hold and update whole blocks,
+// replicated. A checkpoint of any grid resumes under any other.
 //
 //     cairn-train [--config FILE.json|FILE.yaml] [key.path=value ...]
 //     cairn launch -n 2 -- cairn-train --config examples/train.json run.experiment_dir=runs/a
@@ -56,13 +60,12 @@ inline cairn::external::converter<mlp_config> converter() {
 int train(train_config cfg) {
   if (cfg.device == cairn::device_type::cuda && !at::hasCUDA())
     throw cairn::config_error(std::vector<cairn::diagnostic>{{"device", "cuda is not available here"}});
-  auto comm = cairn::comm::connect(cfg.comm, cfg.device == cairn::device_type::cuda, cfg.run.timeout());
-  if (cfg.data.batch_size < comm.size())
-    throw cairn::config_error(std::vector<cairn::diagnostic>{
-        {"data.batch_size", "must be at least the number of ranks (" + std::to_string(comm.size()) + ")"}});
-  bool leader = comm.rank() == 0;
-  cairn::training_run run(cfg, &train_config::model, comm, converter()); // may apply pretrained's config
-  trainer model(cfg, comm);                                              // built from the final config
+  auto grid = grid_of(cfg, cairn::comm::environment_or_single().world_size); // before any rank waits
+  auto comms = cairn::comm::connect(cfg.comm, cfg.device == cairn::device_type::cuda, grid, cfg.run.timeout());
+  bool leader = comms.world.rank() == 0;
+  cairn::training_run run(cfg, &train_config::model, comms.world, converter()); // may apply pretrained's config
+  grid_of(cfg, grid.world_size());                                              // the final config fits it too
+  trainer model(cfg, comms);                                                    // built from the final config
   auto start = run.start(model.state());
   if (run.started().kind != cairn::start_kind::fresh) model.gather_weights();
   if (leader && run.started().kind == cairn::start_kind::resumed)
@@ -118,8 +121,9 @@ int convert(std::vector<std::string> arguments) {
   };
   cairn::external::model_program<mlp_config> program{
       [&](mlp_config const& model) {
-        std::vector<at::Tensor> whole;
-        return sharded_state(config_of(model), 0, 1, c10::kCPU, whole);
+        std::vector<at::Tensor> blocks;
+        std::vector<std::size_t> held;
+        return sharded_state(config_of(model), cairn::comm::parallel_grid(1, 1, 1, 1), 0, c10::kCPU, blocks, held);
       },
       [&](mlp_config const& model) { return cairn::to_json(config_of(model)); },
       [](boost::json::value const& stored) { return cairn::parse_lenient<train_config>(stored).config.model; }};
@@ -131,9 +135,11 @@ int convert(std::vector<std::string> arguments) {
 /// ranks would hold, as JSON, for `cairn plan --layout` to check a resume before it starts.
 int layout(int world_size, train_config const& cfg) {
   cairn::run_layout run;
+  auto grid = grid_of(cfg, world_size);
   for (int rank = 0; rank < world_size; ++rank) {
-    std::vector<at::Tensor> whole;
-    auto state = sharded_state(cfg, rank, world_size, c10::kCPU, whole);
+    std::vector<at::Tensor> blocks;
+    std::vector<std::size_t> held;
+    auto state = sharded_state(cfg, grid, rank, c10::kCPU, blocks, held);
     run.shard_names = state.shard_names;
     run.ranks.push_back(state.layout());
   }

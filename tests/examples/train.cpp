@@ -339,6 +339,85 @@ TEST_CASE("ZeRO stages 0 and 1 train bitwise alike, and each resumes the other's
   CHECK(first + second == 3 * expected.size()); // weights, exp_avg, exp_avg_sq of each parameter, once
 }
 
+namespace {
+
+/// The loss the run in `log` printed for iteration `it`, or NaN.
+double loss_at(std::string const& log, std::int64_t it) {
+  auto key = "iteration " + std::to_string(it) + "/";
+  auto at = log.find(key);
+  if (at == std::string::npos) return std::nan("");
+  auto loss = log.find("loss ", at);
+  return loss == std::string::npos ? std::nan("") : std::stod(log.substr(loss + 5));
+}
+
+/// Every tensor of every rank file of a distributed checkpoint: weights and optimizer state.
+std::vector<std::string> rank_files_of(std::filesystem::path const& checkpoint) {
+  std::vector<std::string> out;
+  for (int rank = 0; std::filesystem::exists(checkpoint / ("rank_" + std::to_string(rank) + ".safetensors")); ++rank)
+    out.push_back(tensors_of(checkpoint / ("rank_" + std::to_string(rank) + ".safetensors")));
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("TP=2 x DP=2 at ZeRO-1 resumes bitwise; under TP=1 x DP=4, TP=4 x DP=1 or two stages, within 1e-5") {
+  temp_dir tmp;
+  // Three hidden layers: column-, row-, column-parallel, and a row-parallel head.
+  auto grid = plus(base, {"model.layers=3", "parallel.tensor=2", "parallel.zero_stage=1", "training.logs.interval=1"});
+  auto straight = train(4, tmp / "straight", grid);
+  REQUIRE(straight.status == 0);
+  REQUIRE(train(4, tmp / "stopped", plus(grid, {"training.train_iters=8"})).status == 0);
+  auto resumed = train(4, tmp / "stopped", grid);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.output.find("resumed from") != std::string::npos);
+  auto expected = rank_files_of(tmp / "straight" / "checkpoints" / "12");
+  REQUIRE(expected.size() == 4);
+  CHECK(rank_files_of(tmp / "stopped" / "checkpoints" / "12") == expected); // weights, exp_avg, exp_avg_sq
+
+  // The same model on one rank: the grid's math is the model's, up to the order of its sums.
+  auto alone = train(1, tmp / "alone", plus(base, {"model.layers=3", "training.logs.interval=1"}));
+  REQUIRE(alone.status == 0);
+  for (std::int64_t it : {1, 6, 12}) CHECK(std::abs(loss_at(alone.output, it) - loss_at(straight.output, it)) <= 1e-5);
+
+  // Iteration 8's checkpoint under other grids: the dry run reshards it, the run resumes it and
+  // its next loss is the straight run's within 1e-5 (the order of the sums changes).
+  auto saved = tmp / "stopped" / "checkpoints" / "8";
+  struct other {
+    std::string name;
+    std::vector<std::string> parallel;
+  };
+  for (auto const& [name, parallel] :
+       {other{"tp1_dp4", {"parallel.tensor=1"}}, other{"tp4_dp1", {"parallel.tensor=4"}},
+        other{"pp2_dp2_zero0", {"parallel.tensor=1", "parallel.pipeline=2", "parallel.zero_stage=0"}},
+        other{"tp2_pp2_zero3", {"parallel.tensor=2", "parallel.pipeline=2", "parallel.zero_stage=3"}}}) {
+    CAPTURE(name);
+    auto options = plus(plus(grid, parallel), {"training.train_iters=9"});
+    std::vector<std::string> layout{CAIRN_TRAIN, "layout", "--world-size", "4",
+                                    "run.experiment_dir=" + (tmp / name).string()};
+    auto printed = run(plus(layout, options), tmp / (name + ".json"));
+    REQUIRE(printed.status == 0);
+    auto planned = tool({"plan", "--checkpoint", saved.string(), "--layout", (tmp / (name + ".json")).string()},
+                        tmp / (name + ".plan"));
+    CHECK(planned.status == 0);
+    CHECK(planned.output.find("layout: resharded") != std::string::npos);
+    std::filesystem::create_directories(tmp / name / "checkpoints");
+    std::filesystem::copy(saved, tmp / name / "checkpoints" / "8");
+    auto moved = train(4, tmp / name, options);
+    REQUIRE(moved.status == 0);
+    CHECK(moved.output.find("resumed from") != std::string::npos);
+    CHECK(std::abs(loss_at(moved.output, 9) - loss_at(straight.output, 9)) <= 1e-5);
+  }
+
+  // A grid that does not fit the job or the model is refused before training, naming its key.
+  auto misfit = train(4, tmp / "misfit", plus(base, {"parallel.tensor=3"}));
+  CHECK(misfit.status == 2);
+  CHECK(misfit.output.find("parallel.tensor: tensor x pipeline x data is 3 x 1 x 1 = 3 ranks; the job has 4") !=
+        std::string::npos);
+  auto wide = train(2, tmp / "wide", plus(base, {"parallel.tensor=2", "model.hidden=1"}));
+  CHECK(wide.status == 2);
+  CHECK(wide.output.find("parallel.tensor: is 2, more than model.hidden (1)") != std::string::npos);
+}
+
 TEST_CASE("a shutdown exits 0 after its checkpoint; an export inspects, verifies and initialises a new run") {
   temp_dir tmp;
   auto dir = tmp / "run";
