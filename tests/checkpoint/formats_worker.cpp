@@ -9,6 +9,11 @@
 // case, the ranks of each save and load forked from the driver, by
 //
 //     checkpoint_formats_worker reshard FORMAT WORK_DIR
+//
+// and between TP x PP x DP grids at ZeRO stages (SCHEME "tp2pp1dp2z1"), weights and optimizer
+// state bitwise, by
+//
+//     checkpoint_formats_worker grid FORMAT WORK_DIR
 #include <cairn/checkpoint/formats/state_dict.hpp>
 #include <cairn/comm.hpp>
 #include <cairn/comm/gloo.hpp>
@@ -20,7 +25,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "forked_ranks.hpp"
 #include "model.hpp"
@@ -126,10 +134,17 @@ int export_and_load(char const* dir) {
 int save_or_load(std::string const& mode, char const* dir, std::string const& format_name, char const* scheme) {
   auto comm = cairn::comm::gloo_from_environment(std::chrono::seconds(60));
   auto how = test_model::parse_scheme(scheme);
+  auto grid = test_model::parse_grid(scheme);
+  if (grid && grid->ranks() != comm.size())
+    throw std::runtime_error(std::string("the grid ") + scheme + " is not of " + std::to_string(comm.size()) +
+                             " ranks");
+  auto make = [&](bool fill) {
+    return grid ? test_model::make(*grid, comm.rank(), fill) : test_model::make(how, comm.rank(), comm.size(), fill);
+  };
   auto format =
       format_name == "state_dict" ? cairn::checkpoint_format::state_dict : cairn::checkpoint_format::distributed;
   if (mode == "save") {
-    auto state = test_model::make(how, comm.rank(), comm.size(), true);
+    auto state = make(true);
     cairn::checkpoint_save_config config;
     config.path = dir;
     config.format = format;
@@ -139,7 +154,7 @@ int save_or_load(std::string const& mode, char const* dir, std::string const& fo
                            boost::json::object{{"iteration", 42}});
     return 0;
   }
-  auto state = test_model::make(how, comm.rank(), comm.size(), false);
+  auto state = make(false);
   cairn::checkpoint_load_config config;
   config.path = dir;
   config.format = format;
@@ -152,37 +167,65 @@ int save_or_load(std::string const& mode, char const* dir, std::string const& fo
   return bad == 0 ? 0 : 1;
 }
 
+struct world {
+  int ranks;
+  char const* scheme;
+};
+
+std::vector<std::pair<world, world>> const layout_cases{
+    {{1, "dim"}, {2, "flat"}},
+    {{2, "dim"}, {2, "dim"}},
+    {{2, "flat"}, {4, "dim"}},
+    {{4, "mixed"}, {1, "dim"}},
+    {{4, "dim"}, {2, "mixed"}},
+    {{2, "mixed"}, {4, "flat"}},
+    {{4, "flat"}, {4, "flat"}},
+    // Data parallel: the replicas spread over the saving ranks' files, read back from each.
+    {{4, "replicated"}, {4, "replicated"}},
+    {{3, "replicated"}, {2, "flat"}},
+    {{2, "dim"}, {3, "replicated"}},
+    // Tensor parallel shards replicated over data-parallel groups: each written once, by a
+    // member of its group; loaded back, into other grids and world sizes.
+    {{4, "tp_dp"}, {4, "tp_dp"}},
+    {{4, "tp_dp"}, {2, "flat"}},
+    {{2, "mixed"}, {4, "tp_dp"}},
+    {{4, "tp_dp"}, {1, "dim"}},
+    {{2, "tp_dp"}, {4, "tp_dp"}},
+    // Pipeline stages: each rank holds its stage's parameters alone.
+    {{4, "pp"}, {4, "pp"}},
+    {{4, "pp"}, {2, "flat"}},
+    {{2, "flat"}, {4, "pp"}},
+    {{2, "pp"}, {4, "tp_dp"}}};
+
+/// The grid matrix: TP {1,2,4} x PP {1,2} x DP {1,2,4} within 8 ranks, ZeRO {0,1,3}, every axis
+/// changing alone (each of them both ways) and several together.
+std::vector<std::pair<world, world>> const grid_cases{
+    {{4, "tp2pp1dp2z1"}, {4, "tp2pp1dp2z1"}}, // the saving grid
+                                              // The tensor-parallel size alone.
+    {{2, "tp1pp1dp2z1"}, {4, "tp2pp1dp2z1"}},
+    {{8, "tp4pp1dp2z0"}, {4, "tp2pp1dp2z0"}},
+    // The pipeline alone.
+    {{4, "tp2pp1dp2z1"}, {8, "tp2pp2dp2z1"}},
+    {{8, "tp1pp2dp4z3"}, {4, "tp1pp1dp4z3"}},
+    // The data-parallel size alone.
+    {{4, "tp2pp2dp1z1"}, {8, "tp2pp2dp2z1"}},
+    {{4, "tp1pp1dp4z1"}, {2, "tp1pp1dp2z1"}},
+    // The ZeRO stage alone.
+    {{4, "tp2pp1dp2z0"}, {4, "tp2pp1dp2z1"}},
+    {{8, "tp2pp2dp2z3"}, {8, "tp2pp2dp2z0"}},
+    {{4, "tp1pp1dp4z1"}, {4, "tp1pp1dp4z3"}},
+    // Several together.
+    {{8, "tp2pp2dp2z1"}, {4, "tp4pp1dp1z0"}},
+    {{8, "tp1pp2dp4z3"}, {8, "tp4pp1dp2z1"}},
+    {{8, "tp4pp2dp1z0"}, {1, "tp1pp1dp1z1"}},
+    {{1, "tp1pp1dp1z0"}, {8, "tp2pp2dp2z3"}},
+    {{8, "tp2pp1dp4z1"}, {4, "tp1pp2dp2z0"}},
+    {{2, "tp2pp1dp1z3"}, {6, "tp1pp2dp3z1"}}};
+
 /// Saves with one world size and layout and loads with another, case after case, for `format`:
 /// the ranks are forked from this process (as `cairn launch` would start them).
-int reshard(std::string const& format, std::filesystem::path const& work) {
-  struct world {
-    int ranks;
-    char const* scheme;
-  };
-  std::pair<world, world> const cases[] = {
-      {{1, "dim"}, {2, "flat"}},
-      {{2, "dim"}, {2, "dim"}},
-      {{2, "flat"}, {4, "dim"}},
-      {{4, "mixed"}, {1, "dim"}},
-      {{4, "dim"}, {2, "mixed"}},
-      {{2, "mixed"}, {4, "flat"}},
-      {{4, "flat"}, {4, "flat"}},
-      // Data parallel: the replicas spread over the saving ranks' files, read back from each.
-      {{4, "replicated"}, {4, "replicated"}},
-      {{3, "replicated"}, {2, "flat"}},
-      {{2, "dim"}, {3, "replicated"}},
-      // Tensor parallel shards replicated over data-parallel groups: each written once, by a
-      // member of its group; loaded back, into other grids and world sizes.
-      {{4, "tp_dp"}, {4, "tp_dp"}},
-      {{4, "tp_dp"}, {2, "flat"}},
-      {{2, "mixed"}, {4, "tp_dp"}},
-      {{4, "tp_dp"}, {1, "dim"}},
-      {{2, "tp_dp"}, {4, "tp_dp"}},
-      // Pipeline stages: each rank holds its stage's parameters alone.
-      {{4, "pp"}, {4, "pp"}},
-      {{4, "pp"}, {2, "flat"}},
-      {{2, "flat"}, {4, "pp"}},
-      {{2, "pp"}, {4, "tp_dp"}}};
+int reshard(std::string const& format, std::filesystem::path const& work,
+            std::vector<std::pair<world, world>> const& cases) {
   for (auto const& [saved, loaded] : cases) {
     auto dir = work / (format + "_" + std::to_string(saved.ranks) + saved.scheme + "_" + std::to_string(loaded.ranks) +
                        loaded.scheme);
@@ -224,15 +267,16 @@ int reshard(std::string const& format, std::filesystem::path const& work) {
 int main(int argc, char** argv) {
   try {
     if (argc == 3 && std::string(argv[1]) == "export") return export_and_load(argv[2]);
-    if (argc == 4 && std::string(argv[1]) == "reshard") return reshard(argv[2], argv[3]);
+    if (argc == 4 && std::string(argv[1]) == "reshard") return reshard(argv[2], argv[3], layout_cases);
+    if (argc == 4 && std::string(argv[1]) == "grid") return reshard(argv[2], argv[3], grid_cases);
     if (argc == 5) return save_or_load(argv[1], argv[2], argv[3], argv[4]);
   } catch (std::exception const& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
   std::fprintf(stderr,
-               "usage: %s save|load DIR distributed|state_dict dim|flat|mixed|replicated\n"
-               "       %s reshard distributed|state_dict WORK_DIR\n"
+               "usage: %s save|load DIR distributed|state_dict dim|flat|mixed|replicated|tp_dp|pp|tpTppPdpDzZ\n"
+               "       %s reshard|grid distributed|state_dict WORK_DIR\n"
                "       %s export DIR\n",
                argv[0], argv[0], argv[0]);
   return 2;

@@ -4,9 +4,12 @@
 // index), laid out over the ranks in one of three ways, for the format tests.
 
 #include <cairn/checkpoint.hpp>
+#include <cairn/comm/grid.hpp>
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,6 +94,23 @@ inline cairn::shard_layout shard_of(std::vector<std::uint64_t> const& shape, sch
   return whole;
 }
 
+/// The shards of `p`, parameter `i` of the model: every element its known value, or zero.
+inline void fill_shards(cairn::parameter_state& p, std::size_t i, bool fill) {
+  auto const& spec = parameters()[i];
+  auto whole = cairn::shard_layout::whole(spec.shape);
+  for (std::size_t s = 0; s < shard_names.size(); ++s) {
+    auto t = at::zeros({static_cast<std::int64_t>(p.layout.shard.numel())}, at::TensorOptions().dtype(spec.type));
+    if (fill) {
+      auto d = t.to(at::kDouble);
+      auto* data = d.data_ptr<double>();
+      for (auto const& run : cairn::overlap(spec.shape, whole, p.layout.shard))
+        for (std::uint64_t k = 0; k < run.length; ++k) data[run.target + k] = value(i, s, run.source + k);
+      t = d.to(spec.type);
+    }
+    p.shards.push_back(t);
+  }
+}
+
 /// This rank's state: every element set to its known value, or zero.
 inline cairn::model_state make(scheme how, int rank, int size, bool fill) {
   cairn::model_state state;
@@ -103,18 +123,52 @@ inline cairn::model_state make(scheme how, int rank, int size, bool fill) {
     bool replicated = spec.replicated || how == scheme::replicated;
     p.layout = {spec.name, spec.shape, cairn::to_dtype(spec.type), replicated || how == scheme::tp_dp,
                 shard_of(spec.shape, how, rank, size, replicated)};
-    auto whole = cairn::shard_layout::whole(spec.shape);
-    for (std::size_t s = 0; s < shard_names.size(); ++s) {
-      auto t = at::zeros({static_cast<std::int64_t>(p.layout.shard.numel())}, at::TensorOptions().dtype(spec.type));
-      if (fill) {
-        auto d = t.to(at::kDouble);
-        auto* data = d.data_ptr<double>();
-        for (auto const& run : cairn::overlap(spec.shape, whole, p.layout.shard))
-          for (std::uint64_t k = 0; k < run.length; ++k) data[run.target + k] = value(i, s, run.source + k);
-        t = d.to(spec.type);
-      }
-      p.shards.push_back(t);
-    }
+    fill_shards(p, i, fill);
+    state.parameters.push_back(std::move(p));
+  }
+  return state;
+}
+
+/// A TP x PP x DP grid at a ZeRO stage, named like "tp2pp1dp2z1".
+struct grid_scheme {
+  int tensor = 1, pipeline = 1, data = 1, zero_stage = 0;
+  [[nodiscard]] int ranks() const { return tensor * pipeline * data; }
+};
+
+/// The grid `name` names, or nothing when it names none.
+inline std::optional<grid_scheme> parse_grid(std::string const& name) {
+  grid_scheme g;
+  char end = 0;
+  if (std::sscanf(name.c_str(), "tp%dpp%ddp%dz%d%c", &g.tensor, &g.pipeline, &g.data, &g.zero_stage, &end) != 4)
+    return std::nullopt;
+  return g;
+}
+
+/// How the grid splits each parameter over its tensor-parallel group: a vocab-parallel
+/// embedding, a row-parallel weight, a bias and a norm whole, a column-parallel vector.
+inline cairn::tensor_split grid_split(std::size_t parameter) {
+  using cairn::tensor_split;
+  static tensor_split const splits[] = {tensor_split::rows, tensor_split::columns, tensor_split::none,
+                                        tensor_split::none, tensor_split::rows};
+  return splits[parameter];
+}
+
+/// Rank `rank`'s state on grid `g` (Megatron's order): the parameters of its pipeline stage
+/// (`stage_of_layer` over the parameters in order), each where `place_on_grid` puts it; every
+/// element set to its known value, or zero.
+inline cairn::model_state make(grid_scheme const& g, int rank, bool fill) {
+  cairn::comm::parallel_grid grid(g.tensor, g.pipeline, g.data, g.ranks());
+  auto at = grid.coordinates(rank);
+  cairn::model_state state;
+  state.shard_names = shard_names;
+  auto const n = static_cast<std::int64_t>(parameters().size());
+  for (std::size_t i = 0; i < parameters().size(); ++i) {
+    auto const& spec = parameters()[i];
+    if (cairn::comm::stage_of_layer(static_cast<std::int64_t>(i), n, g.pipeline) != at.pipeline) continue;
+    auto place = cairn::place_on_grid(spec.shape, grid_split(i), at.tensor, g.tensor, at.data, g.data, g.zero_stage);
+    cairn::parameter_state p;
+    p.layout = {spec.name, spec.shape, cairn::to_dtype(spec.type), place.replicated, place.shard};
+    fill_shards(p, i, fill);
     state.parameters.push_back(std::move(p));
   }
   return state;
