@@ -34,6 +34,7 @@
 #include <cairn/checkpoint/impl/format_files.ipp>
 #include <cairn/checkpoint/impl/identity.ipp>
 #include <cairn/checkpoint/impl/layout.ipp>
+#include <cairn/checkpoint/impl/layout_rules.ipp>
 #include <cairn/checkpoint/impl/load_plan.ipp>
 #include <cairn/checkpoint/impl/metadata.ipp>
 #include <cairn/checkpoint/impl/plan.ipp>

@@ -189,7 +189,7 @@ TEST_CASE("broken checkpoints name the file and the parameter") {
     std::ofstream(path / "metadata.json") << boost::json::serialize(metadata);
     auto loaded = fresh();
     auto text = load_error(loaded, load_config(path, distributed));
-    CHECK(text.find((path / "metadata.json").string() + ": unknown version \"99\" (this build reads 0, 1, 2, 3)") !=
+    CHECK(text.find((path / "metadata.json").string() + ": unknown version \"99\" (this build reads 0, 1, 2, 3, 4)") !=
           std::string::npos);
   }
   SUBCASE("a tensor whose checksum entry was renamed is refused, not loaded unchecked") {
@@ -239,9 +239,45 @@ TEST_CASE("broken checkpoints name the file and the parameter") {
   }
 }
 
+TEST_CASE("a grid's layouts are stored as its rules; rules edited, inflated or doubled are refused") {
+  temp_dir dir;
+  test_model::grid_scheme const grid{1, 1, 1, 1};
+  auto path = dir / "a";
+  cairn::save_checkpoint(test_model::make(grid, 0, true), comm, save_config(path, distributed));
+  auto stored = cairn::read_json_file(path / "metadata.json");
+  CHECK(stored.at("ranks").as_array().empty());
+  REQUIRE(stored.at("rules").at("parameters").as_array().size() == test_model::parameters().size());
+  auto loaded = test_model::make(grid, 0, false);
+  cairn::load_checkpoint(loaded, comm, load_config(path, distributed));
+  CHECK(test_model::mismatches(loaded) == 0);
+
+  auto edited = [&](auto&& edit) {
+    auto metadata = stored;
+    edit(metadata.as_object());
+    std::ofstream(path / "metadata.json") << boost::json::serialize(metadata);
+    auto state = test_model::make(grid, 0, false);
+    return load_error(state, load_config(path, distributed));
+  };
+  // Another rule than the save's: the rank file was written for the layout the rules gave then.
+  auto text = edited([](boost::json::object& m) { m["rules"].at("parameters").at(0).as_object()["zero"] = false; });
+  CHECK(text.find("rank_0.safetensors: was written for another layout") != std::string::npos);
+  // A grid of a billion ranks from a few bytes: refused before anything is expanded.
+  text = edited([](boost::json::object& m) { m["rules"].as_object()["data"] = 1 << 30; });
+  CHECK(text.find("metadata.json: rules: layout rules: data is 1073741824") != std::string::npos);
+  text = edited([](boost::json::object& m) { m["rules"].as_object()["data"] = 1 << 20; });
+  CHECK(text.find("more than a reader expands") != std::string::npos);
+  text = edited([](boost::json::object& m) { m["rules"].at("parameters").at(1).as_object()["stage"] = 1; });
+  CHECK(text.find("'layer.weight': stage 1 of a pipeline of 1") != std::string::npos);
+  // Rules and ranks both: which is the save's?
+  text = edited([](boost::json::object& m) {
+    m["ranks"] = boost::json::array{boost::json::object{{"parameters", boost::json::array{}}}};
+  });
+  CHECK(text.find("rules: stands for 'ranks', which the metadata lists too") != std::string::npos);
+}
+
 TEST_CASE("metadata of an earlier version loads through the migration chain") {
   auto metadata = cairn::read_checkpoint_metadata(std::string(CAIRN_TEST_DATA_DIR) + "/data/metadata_v0.json");
-  CHECK(metadata.version == "3");
+  CHECK(metadata.version == "4");
   CHECK(metadata.replica_writers == cairn::replica_writer_rule::rank_0); // rank 0 wrote every replica then
   CHECK(metadata.save_id.empty()); // a save before identities: its files are not checked against one
   CHECK(metadata.shard_names == std::vector<std::string>{"weights"});

@@ -2,6 +2,8 @@
 //
 //     checkpoint_formats_worker save DIR FORMAT SCHEME     a known model, saved
 //     checkpoint_formats_worker load DIR FORMAT SCHEME     loaded into this world's layout, checked
+//     checkpoint_formats_worker exchange                   plans of saves one after the other: the
+//                                                          layouts exchanged again only when changed
 //     checkpoint_formats_worker export DIR                 the tiny model exported in several
 //                                                          files (written by several ranks), loaded back
 //
@@ -14,6 +16,7 @@
 // state bitwise, by
 //
 //     checkpoint_formats_worker grid FORMAT WORK_DIR
+#include <cairn/checkpoint/formats/distributed.hpp>
 #include <cairn/checkpoint/formats/state_dict.hpp>
 #include <cairn/comm.hpp>
 #include <cairn/comm/gloo.hpp>
@@ -130,6 +133,66 @@ int export_and_load(char const* dir) {
   return failed_everywhere ? 0 : 1;
 }
 
+/// A communicator that counts the bytes each collective brings this rank.
+struct counting {
+  cairn::comm::gloo_communicator& inner;
+  std::uint64_t received = 0;
+  [[nodiscard]] c10::Device device() const { return inner.device(); }
+  [[nodiscard]] int rank() const { return inner.rank(); }
+  [[nodiscard]] int size() const { return inner.size(); }
+  void barrier() { inner.barrier(); }
+  void broadcast(at::Tensor& t, int root) {
+    inner.broadcast(t, root);
+    received += t.nbytes();
+  }
+  void all_reduce(at::Tensor& t, cairn::comm::reduce_op op) {
+    inner.all_reduce(t, op);
+    received += t.nbytes();
+  }
+  std::vector<at::Tensor> all_gather(at::Tensor const& t) {
+    auto all = inner.all_gather(t);
+    for (auto const& part : all) received += part.nbytes();
+    return all;
+  }
+};
+
+/// Plans of saves one after the other on one exchange: the layouts travel at the first, and
+/// again only when some rank's changed; unchanged, a save's agreement brings each rank at most
+/// 1 KB, whatever the number of ranks.
+int exchange() {
+  auto gloo = cairn::comm::gloo_from_environment(std::chrono::seconds(60));
+  counting comm{gloo};
+  auto rank = comm.rank();
+  cairn::detail::layout_exchange kept;
+  cairn::checkpoint_save_config config;
+  config.path = "unused";
+  auto plan = [&](cairn::model_state const& state) {
+    comm.received = 0;
+    auto out = cairn::formats::distributed::plan(state, comm, config, {}, {}, &kept);
+    return std::pair{out, comm.received};
+  };
+  auto flat = test_model::make(test_model::scheme::flat, rank, comm.size(), false);
+  auto [first, first_bytes] = plan(flat);
+  auto [second, second_bytes] = plan(flat);
+  auto dim = test_model::make(test_model::scheme::dim, rank, comm.size(), false);
+  auto [third, third_bytes] = plan(dim);
+  std::string lone; // one rank alone changes: every rank sees it, none reuses what it kept
+  try {
+    auto odd = rank == 1 ? dim : flat;
+    (void)plan(odd);
+  } catch (cairn::error const& e) {
+    lone = e.what();
+  }
+  bool ok = first.ranks == second.ranks && second_bytes <= 1024 && first_bytes > 1024 && third.ranks != first.ranks &&
+            third.ranks[static_cast<std::size_t>(rank)] == dim.layout() && third_bytes > 1024 &&
+            lone.find("overlap") != std::string::npos;
+  std::printf("rank %d: bytes received by the plans: %llu, %llu (unchanged), %llu (changed); one rank changed: %s%s\n",
+              rank, static_cast<unsigned long long>(first_bytes), static_cast<unsigned long long>(second_bytes),
+              static_cast<unsigned long long>(third_bytes), lone.empty() ? "planned" : "refused",
+              ok ? "" : " -- NOT AS EXPECTED");
+  return ok ? 0 : 1;
+}
+
 /// One rank's save (of the known model in `scheme`'s layout) or load (into it, checked).
 int save_or_load(std::string const& mode, char const* dir, std::string const& format_name, char const* scheme) {
   auto comm = cairn::comm::gloo_from_environment(std::chrono::seconds(60));
@@ -238,6 +301,18 @@ int reshard(std::string const& format, std::filesystem::path const& work,
                    status);
       return 1;
     }
+    if (format == "distributed") { // a grid's layouts stored as its rules; others enumerated
+      auto stored = cairn::read_json_file(dir / "metadata.json");
+      bool rules = stored.as_object().contains("rules") && !stored.at("rules").is_null();
+      std::string scheme = saved.scheme;
+      bool grid = test_model::parse_grid(scheme).has_value() || scheme == "flat";
+      bool irregular = scheme == "mixed" && saved.ranks == 4; // flat halves of row blocks
+      if ((grid && (!rules || !stored.at("ranks").as_array().empty())) || (irregular && rules)) {
+        std::fprintf(stderr, "%s: the save on %d ranks (%s) stored its layouts %s\n", format.c_str(), saved.ranks,
+                     saved.scheme, rules ? "as rules" : "enumerated");
+        return 1;
+      }
+    }
     if (format == "distributed" && std::string(saved.scheme) == "replicated") {
       // Every replica written once, and not all by rank 0: each of the saving ranks' files holds some.
       int holding = 0;
@@ -269,6 +344,7 @@ int main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "export") return export_and_load(argv[2]);
     if (argc == 4 && std::string(argv[1]) == "reshard") return reshard(argv[2], argv[3], layout_cases);
     if (argc == 4 && std::string(argv[1]) == "grid") return reshard(argv[2], argv[3], grid_cases);
+    if (argc == 2 && std::string(argv[1]) == "exchange") return exchange();
     if (argc == 5) return save_or_load(argv[1], argv[2], argv[3], argv[4]);
   } catch (std::exception const& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -2,6 +2,7 @@
 // element exactly once, and resharding between any two moves every element to its place.
 #include <cairn/checkpoint/detail/save_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/layout_rules.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/config.hpp>
 
@@ -227,6 +228,71 @@ TEST_CASE("places on a TP x DP grid at ZeRO stages 0 to 3 tile each parameter, r
   CHECK_KIND(cairn::place_on_grid(shape, tensor_split::rows, 2, 2, 0, 1, 1), cairn::checkpoint_errc::invalid_state);
   CHECK_KIND(cairn::place_on_grid(shape, tensor_split::rows, 0, 2, 0, 1, 4), cairn::checkpoint_errc::invalid_state);
   CHECK_KIND(cairn::flat_slice(cairn::flat_slice(shape, 0, 2), 0, 2), cairn::checkpoint_errc::invalid_state);
+}
+
+TEST_CASE("the layouts of a grid are inferred as its rules and expand back exactly; others are not rules") {
+  using cairn::tensor_split;
+  struct spec {
+    std::string name;
+    std::vector<std::uint64_t> shape;
+    tensor_split split;
+  };
+  std::vector<spec> const model{{"embedding", {12, 4}, tensor_split::rows},
+                                {"attention", {8, 6}, tensor_split::columns},
+                                {"norm", {6}, tensor_split::none},
+                                {"mlp", {8, 6}, tensor_split::rows},
+                                {"head", {5, 6}, tensor_split::none}};
+  struct grid {
+    int tensor, pipeline, data, zero;
+  };
+  for (auto g : {grid{1, 1, 1, 0}, grid{2, 1, 2, 1}, grid{2, 2, 2, 0}, grid{4, 2, 1, 1}, grid{1, 4, 2, 1},
+                 grid{1, 1, 8, 0}, grid{2, 1, 3, 1}}) {
+    CAPTURE(g.tensor);
+    CAPTURE(g.pipeline);
+    CAPTURE(g.data);
+    cairn::comm::parallel_grid layout(g.tensor, g.pipeline, g.data, g.tensor * g.pipeline * g.data);
+    std::vector<cairn::rank_layout> ranks(static_cast<std::size_t>(layout.world_size()));
+    for (int r = 0; r < layout.world_size(); ++r) {
+      auto at = layout.coordinates(r);
+      for (std::size_t i = 0; i < model.size(); ++i) {
+        if (cairn::comm::stage_of_layer(std::int64_t(i), std::int64_t(model.size()), g.pipeline) != at.pipeline)
+          continue;
+        auto place = cairn::place_on_grid(model[i].shape, model[i].split, at.tensor, g.tensor, at.data, g.data, g.zero);
+        ranks[std::size_t(r)].parameters.push_back(
+            {model[i].name, model[i].shape, cairn::io::dtype::BF16, place.replicated, place.shard});
+      }
+    }
+    auto rules = cairn::infer_rules(ranks);
+    REQUIRE(rules);
+    CHECK(cairn::expand_rules(*rules) == ranks);
+    CHECK(rules->parameters.size() == model.size());
+    CHECK(rules->tensor * rules->pipeline * rules->data == layout.world_size());
+    // One holding otherwise than the grid places it: the layouts are enumerated instead.
+    auto odd = ranks;
+    odd.back().parameters.back().replicated = !odd.back().parameters.back().replicated;
+    CHECK_FALSE(cairn::infer_rules(odd));
+    if (g.tensor * g.data > 1) { // a parameter the first rank lacks and the others of its stage hold
+      odd = ranks;
+      odd.front().parameters.pop_back();
+      CHECK_FALSE(cairn::infer_rules(odd));
+    }
+  }
+  // Flat halves of row blocks (two ranks to a block): no grid's rule.
+  std::vector<cairn::rank_layout> mixed(4);
+  for (int r = 0; r < 4; ++r) {
+    auto shard = cairn::flat_slice(cairn::split_rows({8, 6}, r / 2, 2), r % 2, 2);
+    mixed[std::size_t(r)].parameters.push_back({"w", {8, 6}, cairn::io::dtype::F32, false, shard});
+  }
+  CHECK(cairn::tiling_problems(mixed).empty());
+  CHECK_FALSE(cairn::infer_rules(mixed));
+  // Hostile rules: named, before anything is expanded.
+  cairn::layout_rules rules{1, 1, 1, {{"w", {4}, cairn::io::dtype::F32, tensor_split::columns, false, 0}}};
+  CHECK_THROWS_WITH(cairn::expand_rules(rules), doctest::Contains("'w': a tensor of 1 dimensions split by columns"));
+  rules.parameters[0].split = tensor_split::none;
+  rules.data = 1 << 21;
+  CHECK_THROWS_WITH(cairn::expand_rules(rules), doctest::Contains("data is 2097152"));
+  rules.data = 0;
+  CHECK_KIND(cairn::expand_rules(rules), cairn::checkpoint_errc::invalid_state);
 }
 
 TEST_CASE("layouts that do not tile a parameter are named, each problem once") {

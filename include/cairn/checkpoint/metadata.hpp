@@ -6,6 +6,7 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/layout_rules.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/config/legacy.hpp>
 #include <cairn/detail/decl.hpp>
@@ -35,7 +36,7 @@ template <> struct value_traits<boost::json::value> {
 };
 
 /// The current version of checkpoint metadata.
-inline constexpr char const* checkpoint_metadata_version = "3";
+inline constexpr char const* checkpoint_metadata_version = "4";
 
 /// Which rank's file holds a parameter every rank holds (`replicated`) in a distributed save.
 BOOST_DEFINE_ENUM_CLASS(replica_writer_rule,
@@ -58,15 +59,20 @@ struct checkpoint_metadata {
   std::optional<std::int64_t> iteration;
   /// Which rank writes each replicated parameter (a distributed save).
   replica_writer_rule replica_writers = replica_writer_rule::balanced;
+  /// A distributed save's `ranks` as the rules of its grid, where they are a grid's: what
+  /// metadata.json stores instead of `ranks` (version 4 on). Read, `ranks` is expanded from it.
+  std::optional<layout_rules> rules;
 };
 BOOST_DESCRIBE_STRUCT(checkpoint_metadata, (),
-                      (format, version, save_id, shard_names, ranks, parameters, config, metadata, replica_writers))
+                      (format, version, save_id, shard_names, ranks, parameters, config, metadata, replica_writers,
+                       rules))
 
 /// Versions of checkpoint metadata this build reads, and how each becomes the next.
 ///   0 -> 1: `state_shards` became `shard_names`, `layouts` became `ranks`.
 ///   1 -> 2: `save_id` added (a save without one is not checked against its files' identity).
 ///   2 -> 3: `replica_writers` added: "rank_0" for the saves before it, where rank 0 wrote
 ///           every replicated parameter; "balanced" since, where they are spread over the ranks.
+///   3 -> 4: `rules` may stand for `ranks` (the layouts of a grid, O(parameters)).
 CAIRN_DECL migration_chain const& checkpoint_metadata_migrations();
 
 /// Reads checkpoint metadata from a JSON document found in `source`, migrating older versions.

@@ -43,8 +43,22 @@ struct model_state {
 };
 
 namespace detail {
-/// Every rank's layout of its state, in rank order, on every rank. Collective.
-CAIRN_DECL std::vector<rank_layout> all_rank_layouts(model_state const& state, comm::communicator_ref comm);
+/// The ranks' layouts as the ranks of a communicator last exchanged them, kept by what saves on
+/// it again and again (a checkpoint manager, a checkpointer): a save whose layouts are those of
+/// the last is agreed in one all-reduce of 40 bytes instead of exchanging them.
+struct layout_exchange {
+  std::vector<rank_layout> ranks;
+  std::uint64_t mine = 0; ///< the hash of this rank's layout then
+  std::uint64_t all = 0;  ///< the hash of every rank's, alike on every rank
+  bool checked = false;   ///< whether a save found that they tile every parameter
+};
+
+/// Every rank's layout of its state, in rank order, on every rank. Collective. With `reuse`,
+/// the layouts `reuse` kept when every rank's layout is the one it had then and every rank kept
+/// the same exchange (one all-reduce of 40 bytes); otherwise exchanged, and kept in `reuse`
+/// (not yet `checked`).
+CAIRN_DECL std::vector<rank_layout> all_rank_layouts(model_state const& state, comm::communicator_ref comm,
+                                                     layout_exchange* reuse = nullptr);
 } // namespace detail
 
 /// The elements `layout` gives of the whole tensor `whole` (any device), densely, as a flat

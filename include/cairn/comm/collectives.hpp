@@ -71,7 +71,18 @@ template <communicator C> std::vector<std::string> all_gather_strings(C& comm, s
 
 /// `text` of rank `root`, on every rank.
 template <communicator C> std::string broadcast_string(C& comm, std::string const& text, int root = 0) {
-  return all_gather_strings(comm, comm.rank() == root ? text : std::string())[static_cast<std::size_t>(root)];
+  bool mine = comm.rank() == root;
+  auto size = at::full({1}, mine ? static_cast<std::int64_t>(text.size()) : 0, at::TensorOptions().dtype(at::kLong))
+                  .to(comm.device());
+  comm.broadcast(size, root);
+  auto n = size.to(c10::Device(c10::kCPU)).template item<std::int64_t>();
+  if (n == 0) return {};
+  auto bytes = at::empty({n}, at::TensorOptions().dtype(at::kByte));
+  if (mine) std::memcpy(bytes.data_ptr(), text.data(), text.size());
+  bytes = bytes.to(comm.device());
+  comm.broadcast(bytes, root);
+  auto cpu = bytes.to(c10::Device(c10::kCPU)).contiguous();
+  return {static_cast<char const*>(cpu.data_ptr()), static_cast<std::size_t>(n)};
 }
 
 /// Runs `f` on this rank, then agrees with every rank on how it went: if it threw anywhere,
@@ -92,6 +103,10 @@ template <communicator C, class F> void all_succeed(C& comm, std::string const& 
     report = std::string(kind ? kind.category().name() : "") + '\0' + std::to_string(kind.value()) + '\0' +
              (*e.what() ? e.what() : "failed");
   }
+  // Whether any rank failed first (8 bytes a rank); what each said only then.
+  auto failed = at::full({1}, failure ? 1 : 0, at::TensorOptions().dtype(at::kLong)).to(comm.device());
+  comm.all_reduce(failed, reduce_op::max);
+  if (failed.to(c10::Device(c10::kCPU)).template item<std::int64_t>() == 0) return;
   auto reports = all_gather_strings(comm, report);
   if (failure) std::rethrow_exception(failure);
   std::string text;

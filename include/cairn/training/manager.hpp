@@ -177,6 +177,7 @@ private:
   std::optional<std::int64_t> last_export_;
   std::int64_t start_ = 0;
   bool shared_checked_ = false;
+  detail::layout_exchange layouts_; // the ranks' layouts at the last checkpoint, reused while unchanged
 };
 
 /// Checks that every rank sees `dir` as rank 0 does: rank 0 writes a probe file there that every

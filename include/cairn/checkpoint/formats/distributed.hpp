@@ -31,9 +31,13 @@ struct distributed {
   /// the identity of the files it writes. Collective: the ranks' layouts and the save's identity
   /// are agreed. Its files need no communication to write (`detail::execute_alone`), so that an
   /// asynchronous save writes them on a thread of its own from a copy of the state.
+  ///
+  /// With `reuse` (what a run keeps from one save to the next), layouts unchanged since the
+  /// last save are agreed without exchanging them again (`detail::all_rank_layouts`).
   CAIRN_DECL static save_plan plan(model_state const& state, comm::communicator_ref comm,
                                    checkpoint_save_config const& config, boost::json::value const& program_config,
-                                   boost::json::value const& user_metadata);
+                                   boost::json::value const& user_metadata,
+                                   cairn::detail::layout_exchange* reuse = nullptr);
 
   /// Loads into `state` (see cairn::load_checkpoint). Collective.
   CAIRN_DECL static checkpoint_metadata load(model_state& state, comm::communicator_ref comm,

@@ -32,11 +32,21 @@ CAIRN_DECL void distributed::save(model_state const& state, comm::communicator_r
 
 CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communicator_ref comm,
                                        checkpoint_save_config const& config, boost::json::value const& program_config,
-                                       boost::json::value const& user_metadata) {
+                                       boost::json::value const& user_metadata, cairn::detail::layout_exchange* reuse) {
   state.check();
   save_plan out;
   out.format = format;
-  out.ranks = cairn::detail::all_rank_layouts(state, comm);
+  out.ranks = cairn::detail::all_rank_layouts(state, comm, reuse);
+  // Layouts that do not tile a parameter are refused now, not when the checkpoint is loaded
+  // (once for a run's layouts while they stay the same).
+  if (!reuse || !reuse->checked) {
+    std::string problems;
+    for (auto const& problem : tiling_problems(out.ranks)) problems += "\n  " + problem;
+    if (!problems.empty())
+      throw checkpoint_error(checkpoint_errc::invalid_state,
+                             "the ranks' layouts do not describe the model exactly:" + problems);
+    if (reuse) reuse->checked = true;
+  }
   checkpoint_metadata metadata;
   metadata.format = format;
   metadata.save_id = comm::broadcast_string(comm, comm.rank() == 0 ? cairn::detail::new_save_id() : std::string());

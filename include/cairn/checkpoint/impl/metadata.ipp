@@ -39,6 +39,7 @@ CAIRN_DECL migration_chain const& checkpoint_metadata_migrations() {
       doc["replica_writers"] = "rank_0";
       doc["version"] = "3";
     });
+    c.step("3", "4", [](boost::json::object& doc) { doc["version"] = "4"; });
     return c;
   }();
   return chain;
@@ -133,7 +134,8 @@ CAIRN_DECL checkpoint_metadata detail::parse_metadata_document(boost::json::valu
   if (!version || !version->is_string())
     throw config_error({{source, "checkpoint metadata has no version; is this a cairn checkpoint?"}});
   // Every save of version 2 on records its identity; only migrated ones may lack it.
-  if (version->get_string() == "2" || version->get_string() == checkpoint_metadata_version) {
+  if (version->get_string() == "2" || version->get_string() == "3" ||
+      version->get_string() == checkpoint_metadata_version) {
     auto const* id = object.if_contains("save_id");
     if (!id || !id->is_string() || id->get_string().empty())
       throw config_error(
@@ -144,6 +146,16 @@ CAIRN_DECL checkpoint_metadata detail::parse_metadata_document(boost::json::valu
   try {
     auto out = parse<checkpoint_metadata>(document);
     out.iteration = detail::stored_iteration(out.metadata);
+    if (out.rules) {
+      if (!out.ranks.empty())
+        throw config_error(
+            std::vector<diagnostic>{{"rules", "stands for 'ranks', which the metadata lists too: one or the other"}});
+      try {
+        out.ranks = expand_rules(*out.rules);
+      } catch (error const& e) {
+        throw config_error(std::vector<diagnostic>{{"rules", e.what()}});
+      }
+    }
     return out;
   } catch (config_error const& e) {
     std::vector<diagnostic> errors;

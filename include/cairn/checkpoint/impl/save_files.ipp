@@ -107,7 +107,10 @@ assign_state_dict_files(std::map<std::string, parameter_layout> const& parameter
 }
 
 CAIRN_DECL std::string distributed_metadata_text(checkpoint_metadata const& metadata) {
-  return pretty(to_json(metadata));
+  auto stored = metadata;
+  stored.rules = infer_rules(metadata.ranks); // a grid's layouts as its rules, O(parameters)
+  if (stored.rules) stored.ranks.clear();
+  return pretty(to_json(stored));
 }
 
 CAIRN_DECL std::string state_dict_index_text(checkpoint_metadata const& metadata,

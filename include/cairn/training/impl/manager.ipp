@@ -154,7 +154,8 @@ CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
     auto copy = config_;
     validate(copy);
   }
-  auto checkpoint_bytes = distributed_bytes(cairn::detail::all_rank_layouts(state, comm_), state.shard_names.size());
+  auto checkpoint_bytes =
+      distributed_bytes(cairn::detail::all_rank_layouts(state, comm_, &layouts_), state.shard_names.size());
   auto export_bytes = whole_bytes(state.layout(), state.shard_names.size(), config_.export_.save_config({}));
   bool saves = config_.checkpoint.enabled() || config_.export_.enabled();
   if (saves && !experiment_dir_.empty() && !std::exchange(shared_checked_, true))
@@ -224,7 +225,7 @@ CAIRN_DECL void basic_checkpoint_manager::save(std::int64_t iteration, model_sta
   // The plan is agreed now; its files need no communication: this rank writes its own, in the
   // background from a copy of the state when async, and every rank commits them together later.
   auto plan = formats::distributed::plan(state, comm_, save, options_.program_config,
-                                         cairn::detail::with_iteration(metadata, iteration));
+                                         cairn::detail::with_iteration(metadata, iteration), &layouts_);
   std::uint64_t bytes = 0;
   for (auto b : plan.bytes_per_rank(comm_.size())) bytes += b;
   last_checkpoint_ = iteration;

@@ -1,0 +1,66 @@
+#pragma once
+
+// The layouts of a run on a parallel grid as rules: for each parameter, how the grid places it
+// (its tensor-parallel split, whether ZeRO slices it over the data-parallel group, its pipeline
+// stage), instead of every rank's holding of it. A save's metadata stores its layouts this way
+// whenever they are a grid's, O(parameters) instead of O(ranks x parameters); a reader expands
+// them back. No libtorch.
+
+#include <cairn/checkpoint/layout.hpp>
+#include <cairn/comm/grid.hpp>
+#include <cairn/detail/decl.hpp>
+#include <cairn/io/dtype.hpp>
+
+#include <boost/describe/class.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cairn {
+
+/// How the grid of a run places one parameter: `place_on_grid` of its split, at ZeRO stage 1
+/// when `zero` (a flat slice per data-parallel rank) or 0, on the ranks of pipeline `stage`.
+struct parameter_rule {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  io::dtype dtype = io::dtype::F32;
+  tensor_split split = tensor_split::none;
+  bool zero = false;
+  std::int64_t stage = 0;
+};
+BOOST_DESCRIBE_STRUCT(parameter_rule, (), (name, shape, dtype, split, zero, stage))
+
+/// The layouts of every rank of a TP x PP x DP grid (Megatron's order), as rules.
+struct layout_rules {
+  std::int64_t tensor = 1;
+  std::int64_t pipeline = 1;
+  std::int64_t data = 1;
+  std::vector<parameter_rule> parameters; ///< in the order each rank lists those it holds
+};
+BOOST_DESCRIBE_STRUCT(layout_rules, (), (tensor, pipeline, data, parameters))
+
+/// The most holdings (ranks x parameters held) rules may expand to: a file of a few bytes must
+/// not make a reader allocate without bound.
+inline constexpr std::uint64_t max_rule_holdings = std::uint64_t{1} << 22;
+
+/// The rules of `ranks`, when some grid's `place_on_grid` gives every rank exactly its layout
+/// (the same parameters in the same order, shards, dtypes and replication); nothing otherwise.
+/// Tries each TP x PP x DP factorisation of the world size; a wrong one fails on its first
+/// mismatch, the right one checks every holding once.
+CAIRN_DECL std::optional<layout_rules> infer_rules(std::vector<rank_layout> const& ranks);
+
+/// Rank `rank`'s layout under `rules`.
+CAIRN_DECL rank_layout expand_rank(layout_rules const& rules, int rank);
+
+/// Every rank's layout under `rules`. A checkpoint_error (invalid_state) naming the rule when
+/// the rules are not valid: a grid size below 1, a stage outside the pipeline, a shape that
+/// does not split as asked, more holdings than `max_rule_holdings`.
+CAIRN_DECL std::vector<rank_layout> expand_rules(layout_rules const& rules);
+
+} // namespace cairn
+
+#ifndef CAIRN_SEPARATE_COMPILATION
+#include <cairn/checkpoint/impl/layout_rules.ipp>
+#endif
