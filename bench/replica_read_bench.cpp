@@ -47,7 +47,7 @@ void read_file(std::filesystem::path const& file, at::Tensor& into) {
 
 int main(int argc, char** argv) {
   auto comm = cairn::comm::gloo_from_environment(std::chrono::minutes(10));
-  auto mib = argc > 1 ? std::atoll(argv[1]) : 256;
+  std::int64_t mib = argc > 1 ? std::atoll(argv[1]) : 256;
   std::filesystem::path dir = argc > 2 ? argv[2] : std::filesystem::temp_directory_path() / "cairn-bench-replica";
   auto file = dir / "replica.bin";
   auto bytes = mib << 20;
