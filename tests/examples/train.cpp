@@ -400,6 +400,29 @@ TEST_CASE("TP=2 x DP=2 at ZeRO-1 resumes bitwise; under TP=1 x DP=4, TP=4 x DP=1
                         tmp / (name + ".plan"));
     CHECK(planned.status == 0);
     CHECK(planned.output.find("layout: resharded") != std::string::npos);
+    if (name == "tp1_dp4") { // refused: another hidden size; a save without the optimizer state the run needs
+      auto wider = run(plus(layout, plus(options, {"model.hidden=48"})), tmp / "wider.json");
+      REQUIRE(wider.status == 0);
+      auto refused =
+          tool({"plan", "--checkpoint", saved.string(), "--layout", (tmp / "wider.json").string()}, tmp / "wider.plan");
+      CHECK(refused.status == 2);
+      CHECK(refused.output.find("layers.0.weight: has shape [32, 16] in the checkpoint, [48, 16] in the run") !=
+            std::string::npos);
+      CHECK(refused.output.find("layers.1.weight: has shape [32, 32] in the checkpoint, [48, 48] in the run") !=
+            std::string::npos);
+      auto weights_only = tmp / "weights_only";
+      REQUIRE(
+          tool({"convert", "input.path=" + saved.string(), "input.format=distributed",
+                "output.path=" + weights_only.string(), "output.format=distributed", "output.optimizer_state=false"},
+               tmp / "convert")
+              .status == 0);
+      auto lacking =
+          tool({"plan", "--checkpoint", weights_only.string(), "--layout", (tmp / (name + ".json")).string()},
+               tmp / "lacking.plan");
+      CHECK(lacking.status == 2);
+      CHECK(lacking.output.find("exp_avg: state shard not in the checkpoint (it holds weights)") != std::string::npos);
+      CHECK(lacking.output.find("exp_avg_sq: state shard not in the checkpoint") != std::string::npos);
+    }
     std::filesystem::create_directories(tmp / name / "checkpoints");
     std::filesystem::copy(saved, tmp / name / "checkpoints" / "8");
     auto moved = train(4, tmp / name, options);
