@@ -11,7 +11,9 @@
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/external.hpp>
 #include <cairn/checkpoint/format_files.hpp>
+#include <cairn/checkpoint/generator.hpp>
 #include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/layout_rules.hpp>
 #include <cairn/checkpoint/load_plan.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/model_program.hpp>

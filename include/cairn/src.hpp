@@ -69,6 +69,7 @@
 #include <cairn/checkpoint/impl/distributed.ipp>
 #include <cairn/checkpoint/impl/executor.ipp>
 #include <cairn/checkpoint/impl/external.ipp>
+#include <cairn/checkpoint/impl/generator.ipp>
 #include <cairn/checkpoint/impl/module.ipp>
 #include <cairn/checkpoint/impl/save_load.ipp>
 #include <cairn/checkpoint/impl/state.ipp>

@@ -3,6 +3,8 @@
 #include <cairn/checkpoint/convert.hpp>
 #include <cairn/checkpoint/formats/distributed.hpp>
 #include <cairn/checkpoint/formats/state_dict.hpp>
+#include <cairn/checkpoint/generator.hpp>
+#include <cairn/checkpoint/verify.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/io/file.hpp>
 
@@ -14,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "../error_kind.hpp"
 #include "../io/temp_dir.hpp"
 #include "model.hpp"
 
@@ -273,6 +276,67 @@ TEST_CASE("a grid's layouts are stored as its rules; rules edited, inflated or d
     m["ranks"] = boost::json::array{boost::json::object{{"parameters", boost::json::array{}}}};
   });
   CHECK(text.find("rules: stands for 'ranks', which the metadata lists too") != std::string::npos);
+}
+
+TEST_CASE("a rank's items: saved in its rank file, checksummed, loaded back; refused when corrupt or unsavable") {
+  temp_dir dir;
+  auto state = test_model::make(scheme::dim, 0, 1, true);
+  at::rand({3}); // the generator somewhere past its seed
+  state.items["generator"] = cairn::cpu_generator_state();
+  state.items["data"] = R"({"epoch": 2, "position": 1234})";
+  state.items["empty"] = "";
+  auto expected = at::rand({5}); // what the generator draws next
+  auto path = dir / "a";
+  cairn::save_checkpoint(state, comm, save_config(path, distributed));
+  auto loaded = test_model::make(scheme::dim, 0, 1, false);
+  loaded.items["stale"] = "from before the load";
+  cairn::load_checkpoint(loaded, comm, load_config(path, distributed));
+  CHECK(loaded.items == state.items);
+  at::rand({7}); // the generator moves on; restored, it draws what it drew after the save
+  cairn::set_cpu_generator_state(loaded.items.at("generator"));
+  CHECK(at::rand({5}).equal(expected));
+  CHECK_KIND(cairn::set_cpu_generator_state("not a generator"), cairn::checkpoint_errc::invalid_state);
+  CHECK(cairn::verify_checkpoint(path).problems.empty());
+
+  // The whole-tensor formats keep no items; loading one leaves none.
+  cairn::save_checkpoint(state, comm, save_config(dir / "b", state_dict));
+  cairn::load_checkpoint(loaded, comm, load_config(dir / "b", state_dict));
+  CHECK(loaded.items.empty());
+
+  // One hexadecimal digit of an item changed in the rank file: refused, naming the item.
+  auto file = path / "rank_0.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto data_hex = std::string("7b2265706f6368223a"); // '{"epoch":' in hexadecimal
+  auto at = bytes.find(data_hex);
+  REQUIRE(at != std::string::npos);
+  bytes[at + 1] = 'c'; // '{' becomes '|'
+  std::ofstream(file, std::ios::binary) << bytes;
+  auto text = load_error(loaded, load_config(path, distributed));
+  CHECK(text.find(file.string() + ": item 'data' is corrupt: its checksum does not match") != std::string::npos);
+  auto report = cairn::verify_checkpoint(path);
+  REQUIRE(report.problems.size() == 1);
+  CHECK(report.problems[0].find("item 'data' is corrupt") != std::string::npos);
+
+  // Items a save cannot take are refused before anything is written, naming them.
+  auto unsavable = [&](std::string const& name, std::string value) {
+    auto s = test_model::make(scheme::dim, 0, 1, true);
+    s.items[name] = std::move(value);
+    try {
+      cairn::save_checkpoint(s, comm, save_config(dir / "c", distributed));
+    } catch (cairn::error const& e) {
+      CHECK_FALSE(std::filesystem::exists(dir / "c" / "metadata.json"));
+      return std::string(e.what());
+    }
+    return std::string("saved");
+  };
+  CHECK(unsavable("", "x").find("an item has an empty name") != std::string::npos);
+  CHECK(unsavable("bad\nname", "x").find("item 'bad\nname': a control character in its name") != std::string::npos);
+  CHECK(unsavable("huge", std::string(cairn::max_item_bytes + 1, 'x')).find("more than a rank may save") !=
+        std::string::npos);
 }
 
 TEST_CASE("metadata of an earlier version loads through the migration chain") {

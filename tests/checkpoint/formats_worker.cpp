@@ -208,6 +208,7 @@ int save_or_load(std::string const& mode, char const* dir, std::string const& fo
       format_name == "state_dict" ? cairn::checkpoint_format::state_dict : cairn::checkpoint_format::distributed;
   if (mode == "save") {
     auto state = make(true);
+    state.items["who"] = "rank " + std::to_string(comm.rank()) + " of " + std::to_string(comm.size());
     cairn::checkpoint_save_config config;
     config.path = dir;
     config.format = format;
@@ -225,6 +226,12 @@ int save_or_load(std::string const& mode, char const* dir, std::string const& fo
   auto metadata = cairn::load_checkpoint(state, comm, config);
   auto bad = test_model::mismatches(state);
   if (metadata.metadata.at("iteration") != 42) bad += 1;
+  // Each rank's items back where as many ranks saved them in the distributed format; else none.
+  bool own = format == cairn::checkpoint_format::distributed && metadata.ranks.size() == std::size_t(comm.size());
+  auto expected_items = own ? std::map<std::string, std::string>{{"who", "rank " + std::to_string(comm.rank()) +
+                                                                             " of " + std::to_string(comm.size())}}
+                            : std::map<std::string, std::string>{};
+  if (state.items != expected_items) bad += 1;
   std::printf("rank %d of %d: loaded %s (%s layout), %lld wrong elements\n", comm.rank(), comm.size(),
               format_name.c_str(), scheme, static_cast<long long>(bad));
   return bad == 0 ? 0 : 1;

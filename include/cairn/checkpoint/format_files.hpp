@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cairn::formats {
@@ -38,10 +39,32 @@ inline constexpr char const* save_id_key = "cairn.save_id";
 inline constexpr char const* rank_key = "rank";
 inline constexpr char const* world_size_key = "cairn.world_size";
 inline constexpr char const* layout_key = "cairn.layout_xxh3";
+/// `__metadata__` key prefixes of a rank's items (`model_state::items`) in its rank file: the
+/// item's bytes in hexadecimal, and their XXH3.
+inline constexpr std::string_view item_key_prefix = "cairn.item:";
+inline constexpr std::string_view item_checksum_prefix = "cairn.item_xxh3:";
 
 } // namespace cairn::formats
 
 namespace cairn {
+
+/// The most bytes of items (`model_state::items`) one rank may save: they travel in its rank
+/// file's header, which readers bound.
+inline constexpr std::size_t max_item_bytes = std::size_t{16} << 20;
+
+namespace detail {
+/// Why `items` cannot be saved (a name empty, too long or with control characters; more than
+/// `max_item_bytes` in all), or nothing.
+CAIRN_DECL std::optional<std::string> item_problem(std::map<std::string, std::string> const& items);
+/// `items` as `__metadata__` entries of a rank file, into `metadata`.
+CAIRN_DECL void put_items(std::map<std::string, std::string>& metadata,
+                          std::map<std::string, std::string> const& items);
+/// The items a rank file's `__metadata__` records, each checked against its checksum; what is
+/// wrong (a checksum missing or not matching, bytes that are not hexadecimal) into `problems`,
+/// naming the item.
+CAIRN_DECL std::map<std::string, std::string> read_items(std::map<std::string, std::string> const& metadata,
+                                                         std::vector<std::string>& problems);
+} // namespace detail
 
 /// "[4, 8]", for messages.
 CAIRN_DECL std::string shape_text(std::vector<std::uint64_t> const& shape);

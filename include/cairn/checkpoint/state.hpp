@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,6 +30,13 @@ struct parameter_state {
 struct model_state {
   std::vector<std::string> shard_names{"weights"};
   std::vector<parameter_state> parameters;
+  /// This rank's state beyond tensors, by name: bytes, such as a random generator's state
+  /// (`cpu_generator_state`) or a data loader's position as JSON text. A distributed save
+  /// stores each rank's in its own rank file, checksummed (at most `max_item_bytes` a rank); a
+  /// load of a checkpoint that as many ranks saved gives each rank its own back, and one of
+  /// another world size gives none, with a warning: what they mean on another number of ranks
+  /// is their owner's concern. The whole-tensor formats do not store them.
+  std::map<std::string, std::string> items;
 
   [[nodiscard]] CAIRN_DECL rank_layout layout() const;
 

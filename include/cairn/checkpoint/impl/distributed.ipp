@@ -11,6 +11,7 @@
 #include <cairn/checkpoint/formats/distributed.hpp>
 #include <cairn/comm/collectives.hpp>
 #include <cairn/config/json.hpp>
+#include <cairn/diagnostics.hpp>
 #include <cairn/io/safetensors.hpp>
 #include <cairn/io/safetensors_writer.hpp>
 
@@ -67,6 +68,7 @@ CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communica
     if (file.writer == comm.rank()) { // the identity of a file is its writer's to record
       file.metadata = cairn::detail::identity_metadata(metadata, file.writer);
       file.metadata["format"] = "cairn.distributed";
+      cairn::detail::put_items(file.metadata, state.items); // this rank's state beyond tensors
     }
     for (auto const& p : out.ranks[r].parameters) {
       if (p.replicated && writers.of(p.name, p.shard) != static_cast<int>(r)) continue; // another replica writes it
@@ -173,7 +175,39 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
     loader.finish(p);
   }
   for (auto const& [name, held] : holders) loader.saved(name);
+  // This rank's items, from its own file, where as many ranks saved the checkpoint (the file
+  // checked against the save's identity first, where reading tensors did not).
+  std::map<std::string, std::string> items;
+  bool same_world = static_cast<int>(metadata.ranks.size()) == comm.size();
+  auto own = rank_file(config.path, same_world ? comm.rank() : 0);
+  try {
+    if (same_world) {
+      auto& file = loader.file(own);
+      if (reader.identity_checked.insert(comm.rank()).second)
+        if (auto problem = cairn::detail::identity_problem(file, metadata, comm.rank())) {
+          loader.problem(own.string(), *problem);
+          reader.foreign.insert(comm.rank());
+        }
+      if (!reader.foreign.contains(comm.rank())) {
+        std::vector<std::string> problems;
+        items = cairn::detail::read_items(file.metadata(), problems);
+        for (auto const& problem : problems) loader.problem(own.string(), problem);
+      }
+    } else if (comm.rank() == 0) {
+      std::vector<std::string> ignored;
+      auto found = cairn::detail::read_items(loader.file(own).metadata(), ignored);
+      if (!found.empty())
+        emit(severity::warning,
+             {config.path.string(), "the ranks' items ('" + found.begin()->first + "'" +
+                                        (found.size() > 1 ? " and others" : "") + ") were saved by " +
+                                        std::to_string(metadata.ranks.size()) + " ranks; this run of " +
+                                        std::to_string(comm.size()) + " starts without them"});
+    }
+  } catch (error const& e) {
+    loader.problem(own.string(), e.what());
+  }
   loader.agree(comm);
+  state.items = std::move(items);
   return metadata;
 }
 

@@ -374,6 +374,7 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
     if (!used.contains(name))
       loader.problem(name, "in the checkpoint but not mapped by the " + model_type + " converter");
   loader.agree(comm);
+  state.items.clear(); // whole tensors, no rank's items
 }
 
 } // namespace detail

@@ -32,6 +32,79 @@ CAIRN_DECL std::string shape_text(std::vector<std::uint64_t> const& shape) {
   return text + "]";
 }
 
+CAIRN_DECL std::optional<std::string> detail::item_problem(std::map<std::string, std::string> const& items) {
+  std::size_t total = 0;
+  for (auto const& [name, bytes] : items) {
+    if (name.empty()) return "an item has an empty name";
+    if (name.size() > 200) return "item '" + name.substr(0, 40) + "...': a name of more than 200 characters";
+    for (unsigned char c : name)
+      if (c < 0x20 || c == 0x7f) return "item '" + name + "': a control character in its name";
+    total += bytes.size();
+  }
+  if (total > max_item_bytes)
+    return "the items hold " + std::to_string(total) + " bytes, more than a rank may save (" +
+           std::to_string(max_item_bytes) + ")";
+  return std::nullopt;
+}
+
+CAIRN_DECL void detail::put_items(std::map<std::string, std::string>& metadata,
+                                  std::map<std::string, std::string> const& items) {
+  static constexpr char digits[] = "0123456789abcdef";
+  for (auto const& [name, bytes] : items) {
+    std::string hex;
+    hex.reserve(2 * bytes.size());
+    for (unsigned char c : bytes) {
+      hex += digits[c >> 4];
+      hex += digits[c & 15];
+    }
+    metadata[std::string(formats::item_key_prefix) + name] = std::move(hex);
+    metadata[std::string(formats::item_checksum_prefix) + name] =
+        io::to_hex(io::checksum_of(std::as_bytes(std::span(bytes))));
+  }
+}
+
+CAIRN_DECL std::map<std::string, std::string> detail::read_items(std::map<std::string, std::string> const& metadata,
+                                                                 std::vector<std::string>& problems) {
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::map<std::string, std::string> items;
+  for (auto const& [key, hex] : metadata) {
+    if (!key.starts_with(formats::item_key_prefix)) continue;
+    auto name = key.substr(formats::item_key_prefix.size());
+    std::string bytes;
+    bytes.reserve(hex.size() / 2);
+    bool valid = hex.size() % 2 == 0;
+    for (std::size_t i = 0; valid && i < hex.size(); i += 2) {
+      int high = nibble(hex[i]), low = nibble(hex[i + 1]);
+      valid = high >= 0 && low >= 0;
+      bytes += static_cast<char>(high * 16 + low);
+    }
+    if (!valid) {
+      problems.push_back("item '" + name + "': its bytes are not hexadecimal");
+      continue;
+    }
+    auto recorded = metadata.find(std::string(formats::item_checksum_prefix) + name);
+    if (recorded == metadata.end()) {
+      problems.push_back("item '" + name + "' has no recorded checksum");
+      continue;
+    }
+    if (io::from_hex(recorded->second) != io::checksum_of(std::as_bytes(std::span(bytes)))) {
+      problems.push_back("item '" + name + "' is corrupt: its checksum does not match");
+      continue;
+    }
+    items.emplace(std::move(name), std::move(bytes));
+  }
+  for (auto const& [key, value] : metadata) // a checksum whose item is gone: the item was removed
+    if (key.starts_with(formats::item_checksum_prefix) &&
+        !metadata.contains(std::string(formats::item_key_prefix) + key.substr(formats::item_checksum_prefix.size())))
+      problems.push_back("item '" + key.substr(formats::item_checksum_prefix.size()) +
+                         "' is recorded by its checksum alone: its bytes were removed");
+  return items;
+}
+
 CAIRN_DECL std::optional<checkpoint_format> detect_format(std::filesystem::path const& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) return std::nullopt;

@@ -3,6 +3,7 @@
 #pragma once
 // cairn: requires libtorch
 
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/tensor.hpp>
@@ -47,6 +48,8 @@ CAIRN_DECL std::uint64_t model_state::bytes(bool optimizer_state) const {
 CAIRN_DECL void model_state::check() const {
   if (shard_names.empty() || shard_names.front() != "weights")
     throw checkpoint_error(checkpoint_errc::invalid_state, "model_state: the first state shard must be \"weights\"");
+  if (auto problem = detail::item_problem(items))
+    throw checkpoint_error(checkpoint_errc::invalid_state, "model_state: " + *problem);
   for (auto const& p : parameters) {
     auto const& name = p.layout.name;
     if (auto problem = p.layout.shard.problem(p.layout.shape))

@@ -128,6 +128,7 @@ CAIRN_DECL checkpoint_metadata state_dict::load(model_state& state, comm::commun
   }
   for (auto const& [name, saved] : saved_parameters) loader.saved(name);
   loader.agree(comm);
+  state.items.clear(); // whole tensors, no rank's items
   return metadata;
 }
 

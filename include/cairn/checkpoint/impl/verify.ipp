@@ -220,6 +220,9 @@ inline void verify_checksums(std::filesystem::path const& file_path, bool own_fo
         report.problems.emplace_back(e.what());
       }
     }
+    std::vector<std::string> item_problems; // the items of a rank, checksummed as its tensors are
+    (void)read_items(file.metadata(), item_problems);
+    for (auto const& problem : item_problems) report.problems.push_back(file_path.string() + ": " + problem);
     bool some_recorded = unchecked < file.tensors().size();
     if (unchecked > 0 && (own_format || some_recorded || options.require_checksums))
       report.problems.push_back(file_path.string() + ": " + std::to_string(unchecked) + " of its " +
