@@ -151,6 +151,17 @@ TEST_CASE("an optimizer state the checkpoint lacks is named") {
   auto loaded = test_model::make(scheme::dim, 0, 1, false);
   auto text = load_error(loaded, load_config(dir / "a", distributed));
   CHECK(text.find("exp_avg: state shard not in the checkpoint (it holds weights)") != std::string::npos);
+
+  // The other way: optimizer state the checkpoint holds and the state has no place for would be
+  // lost; the load refuses, as the dry run does, unless it takes the weights alone.
+  cairn::save_checkpoint(state, comm, save_config(dir / "b", distributed));
+  auto fewer = test_model::make(scheme::dim, 0, 1, false);
+  fewer.shard_names.pop_back();
+  for (auto& p : fewer.parameters) p.shards.pop_back();
+  text = load_error(fewer, load_config(dir / "b", distributed));
+  CHECK(text.find("exp_avg_sq: state shard of the checkpoint this state does not have: it would be lost") !=
+        std::string::npos);
+  cairn::load_checkpoint(fewer, comm, load_config(dir / "b", distributed, false));
 }
 
 TEST_CASE("broken checkpoints name the file and the parameter") {
@@ -271,6 +282,31 @@ TEST_CASE("a grid's layouts are stored as its rules; rules edited, inflated or d
   CHECK(text.find("more than a reader expands") != std::string::npos);
   text = edited([](boost::json::object& m) { m["rules"].at("parameters").at(1).as_object()["stage"] = 1; });
   CHECK(text.find("'layer.weight': stage 1 of a pipeline of 1") != std::string::npos);
+  // Rules in metadata of a version before them; metadata with no layout at all; rules of no parameter.
+  text = edited([](boost::json::object& m) { m["version"] = "3"; });
+  CHECK(text.find("metadata.json: rules: in metadata of version 3") != std::string::npos);
+  text = edited([](boost::json::object& m) { m.erase("rules"); });
+  CHECK(text.find("ranks: a distributed checkpoint's metadata lists no rank's layout") != std::string::npos);
+  (void)edited([](boost::json::object& m) { m["rules"].at("parameters") = boost::json::array{}; });
+  cairn::convert_config convert;
+  convert.input.path = path;
+  convert.output.path = dir / "converted";
+  convert.output.format = state_dict;
+  CHECK_THROWS_WITH(cairn::convert_checkpoint(convert), doctest::Contains("holds no parameter: nothing to convert"));
+  CHECK_FALSE(std::filesystem::exists(dir / "converted"));
+  // Rules that would expand to more memory than a reader gives them, from a few bytes.
+  text = edited([](boost::json::object& m) {
+    auto& rules = m["rules"].as_object();
+    auto first = rules.at("parameters").at(0);
+    first.as_object()["name"] = std::string(4000, 'x');
+    rules["parameters"] = boost::json::array{first};
+    rules["data"] = 1 << 20; // a million copies of one rule of 4,000 characters
+  });
+  CHECK(text.find("expand to about") != std::string::npos);
+  text = edited([](boost::json::object& m) {
+    m["rules"].at("parameters").at(0).as_object()["shape"] = boost::json::array(100, boost::json::value(1));
+  });
+  CHECK(text.find("a shape of 100 dimensions (at most 4096 and 64)") != std::string::npos);
   // Rules and ranks both: which is the save's?
   text = edited([](boost::json::object& m) {
     m["ranks"] = boost::json::array{boost::json::object{{"parameters", boost::json::array{}}}};

@@ -44,6 +44,9 @@ BOOST_DESCRIBE_STRUCT(layout_rules, (), (tensor, pipeline, data, parameters))
 /// The most holdings (ranks x parameters held) rules may expand to: a file of a few bytes must
 /// not make a reader allocate without bound.
 inline constexpr std::uint64_t max_rule_holdings = std::uint64_t{1} << 22;
+/// The most memory, about, the layouts rules expand to may take (names and shapes copied into
+/// each holding): 1 GiB. A 4,096-rank grid of 2,000 parameters takes about 200 MiB.
+inline constexpr std::uint64_t max_rule_expansion_bytes = std::uint64_t{1} << 30;
 
 /// The rules of `ranks`, when some grid's `place_on_grid` gives every rank exactly its layout
 /// (the same parameters in the same order, shards, dtypes and replication); nothing otherwise.
@@ -56,7 +59,9 @@ CAIRN_DECL rank_layout expand_rank(layout_rules const& rules, int rank);
 
 /// Every rank's layout under `rules`. A checkpoint_error (invalid_state) naming the rule when
 /// the rules are not valid: a grid size below 1, a stage outside the pipeline, a shape that
-/// does not split as asked, more holdings than `max_rule_holdings`.
+/// does not split as asked, a name of more than 4096 characters or a shape of more than 64
+/// dimensions, more holdings than `max_rule_holdings` or more memory than
+/// `max_rule_expansion_bytes`.
 CAIRN_DECL std::vector<rank_layout> expand_rules(layout_rules const& rules);
 
 } // namespace cairn

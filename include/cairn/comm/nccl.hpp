@@ -49,7 +49,10 @@ CAIRN_DECL ncclDataType_t nccl_type(at::ScalarType type);
 /// the operation, so that a job fails instead of hanging.
 ///
 /// Made from a caller's communicator and stream, it uses them and leaves them to the caller;
-/// made by `make_nccl` / `nccl_from_environment`, it owns them and destroys them.
+/// made by `make_nccl` / `nccl_from_environment`, it owns them and destroys them. Its own stream is
+/// a blocking one: collectives wait for the work queued before them on the legacy default stream,
+/// libtorch's current stream unless the program chose another (then it synchronises that stream
+/// first, or passes it in).
 class nccl_communicator {
 public:
   CAIRN_DECL nccl_communicator(ncclComm_t comm, cudaStream_t stream, c10::Device device,

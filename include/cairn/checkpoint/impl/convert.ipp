@@ -327,6 +327,9 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
         "convert writes the distributed and state_dict formats; the external format needs the model's "
         "converter (see the example trainer)");
   detail::checkpoint_reader reader(requested.input);
+  if (reader.parameters().empty()) // a checkpoint of nothing: its metadata lost its layouts, or was edited
+    throw checkpoint_error(checkpoint_errc::invalid_state,
+                           requested.input.path.string() + ": holds no parameter: nothing to convert");
   staged_output staged(requested.output.path, requested.replace);
   auto config = requested;
   config.output.path = staged.path();

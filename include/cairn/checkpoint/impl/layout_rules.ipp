@@ -105,19 +105,28 @@ CAIRN_DECL std::vector<rank_layout> expand_rules(layout_rules const& rules) {
     if (size < 1 || size > most_ranks) throw invalid(std::string(name) + " is " + std::to_string(size));
   auto world = rules.tensor * rules.pipeline * rules.data;
   if (world > most_ranks) throw invalid("a grid of " + std::to_string(world) + " ranks");
-  std::uint64_t holdings = 0;
+  std::uint64_t holdings = 0, bytes = 0; // bytes: about what the expanded layouts take in memory
   for (auto const& rule : rules.parameters) {
+    if (rule.name.size() > 4096 || rule.shape.size() > 64)
+      throw invalid("'" + rule.name.substr(0, 64) + "': a name of " + std::to_string(rule.name.size()) +
+                    " characters, a shape of " + std::to_string(rule.shape.size()) +
+                    " dimensions (at most 4096 and 64)");
     if (rule.stage < 0 || rule.stage >= rules.pipeline)
       throw invalid("'" + rule.name + "': stage " + std::to_string(rule.stage) + " of a pipeline of " +
                     std::to_string(rules.pipeline));
     if (rule.split != tensor_split::none && rule.shape.size() <= (rule.split == tensor_split::rows ? 0u : 1u))
       throw invalid("'" + rule.name + "': a tensor of " + std::to_string(rule.shape.size()) + " dimensions split by " +
                     (rule.split == tensor_split::rows ? "rows" : "columns"));
-    holdings += static_cast<std::uint64_t>(rules.tensor * rules.data);
+    auto copies = static_cast<std::uint64_t>(rules.tensor * rules.data);
+    holdings += copies;
+    bytes += copies * (160 + rule.name.size() + 24 * rule.shape.size());
   }
   if (holdings > max_rule_holdings)
     throw invalid("they give " + std::to_string(holdings) + " holdings, more than a reader expands (" +
                   std::to_string(max_rule_holdings) + ")");
+  if (bytes > max_rule_expansion_bytes)
+    throw invalid("they expand to about " + std::to_string(bytes >> 20) + " MiB of layouts, more than a reader " +
+                  "expands (" + std::to_string(max_rule_expansion_bytes >> 20) + " MiB)");
   std::vector<rank_layout> out;
   out.reserve(static_cast<std::size_t>(world));
   for (std::int64_t r = 0; r < world; ++r) out.push_back(expand_rank(rules, static_cast<int>(r)));

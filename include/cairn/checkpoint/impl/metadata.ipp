@@ -142,6 +142,13 @@ CAIRN_DECL checkpoint_metadata detail::parse_metadata_document(boost::json::valu
           {{source + ": save_id", "missing from metadata of version " + std::string(checkpoint_metadata_version) +
                                       ", which every save of it records: the metadata was altered"}});
   }
+  auto const* rules = object.if_contains("rules");
+  auto before_rules = {"0", "1", "2", "3"};
+  if (rules && !rules->is_null() &&
+      std::find(before_rules.begin(), before_rules.end(), version->get_string()) != before_rules.end())
+    throw config_error(std::vector<diagnostic>{
+        {source + ": rules", "in metadata of version " + std::string(version->get_string()) +
+                                 "; rules stand for the ranks' layouts from version 4 on: the metadata was altered"}});
   checkpoint_metadata_migrations().migrate(object, std::string(version->get_string()), source);
   try {
     auto out = parse<checkpoint_metadata>(document);
@@ -156,6 +163,9 @@ CAIRN_DECL checkpoint_metadata detail::parse_metadata_document(boost::json::valu
         throw config_error(std::vector<diagnostic>{{"rules", e.what()}});
       }
     }
+    if (out.format == checkpoint_format::distributed && out.ranks.empty())
+      throw config_error(std::vector<diagnostic>{
+          {"ranks", "a distributed checkpoint's metadata lists no rank's layout (neither 'ranks' nor 'rules')"}});
     return out;
   } catch (config_error const& e) {
     std::vector<diagnostic> errors;

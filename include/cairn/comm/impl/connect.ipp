@@ -74,6 +74,9 @@ CAIRN_DECL grid_communicators connect(backend requested, bool cuda, parallel_gri
   auto tensor = along(axis::tensor, "tp");
   auto pipeline = along(axis::pipeline, "pp");
   auto data = along(axis::data, "dp");
+  // Rank 0 serves the store: it stays until every rank has made every group (an NCCL group's
+  // members read its id from the store; a Gloo group holds the store itself).
+  world.barrier();
   return {grid, at, std::move(world), std::move(tensor), std::move(pipeline), std::move(data)};
 }
 

@@ -218,8 +218,11 @@ inline nccl_communicator init_nccl(std::vector<std::uint8_t> const& shared, int 
   std::memcpy(&id, shared.data(), sizeof id);
   ncclComm_t comm = nullptr;
   check_nccl(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank");
+  // A blocking stream: work on it waits for what the legacy default stream (libtorch's current
+  // stream unless a program sets another) has queued before, so a collective never reads a tensor
+  // that a kernel has yet to write.
   cudaStream_t stream = nullptr;
-  if (auto status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); status != cudaSuccess) {
+  if (auto status = cudaStreamCreateWithFlags(&stream, cudaStreamDefault); status != cudaSuccess) {
     ncclCommDestroy(comm);
     check_cuda(status, "cudaStreamCreateWithFlags");
   }
