@@ -153,6 +153,10 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "convert")
     return cairn::exit_status("cairn-train convert", [&] { return example::convert({argv + 2, argv + argc}); });
   int layout_ranks = 0; // `layout --world-size N`: argv[1..3], the config's arguments after them
+  if (argc > 1 && std::string_view(argv[1]) == "layout" && (argc < 4 || std::string_view(argv[2]) != "--world-size")) {
+    std::fprintf(stderr, "cairn-train layout: usage: cairn-train layout --world-size N [key.path=value ...]\n");
+    return 2;
+  }
   if (argc > 3 && std::string_view(argv[1]) == "layout" && std::string_view(argv[2]) == "--world-size") {
     layout_ranks = std::atoi(argv[3]);
     if (layout_ranks < 1) {

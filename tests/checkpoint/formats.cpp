@@ -162,6 +162,17 @@ TEST_CASE("an optimizer state the checkpoint lacks is named") {
   CHECK(text.find("exp_avg_sq: state shard of the checkpoint this state does not have: it would be lost") !=
         std::string::npos);
   cairn::load_checkpoint(fewer, comm, load_config(dir / "b", distributed, false));
+  // An optimizer-only save: its first shard is optimizer state too, and checked as such.
+  auto optimizer_only = save_config(dir / "c", distributed);
+  optimizer_only.model_weights = false;
+  cairn::save_checkpoint(state, comm, optimizer_only);
+  auto no_exp_avg = test_model::make(scheme::dim, 0, 1, false);
+  no_exp_avg.shard_names.erase(no_exp_avg.shard_names.begin() + 1);
+  for (auto& p : no_exp_avg.parameters) p.shards.erase(p.shards.begin() + 1);
+  auto moments = load_config(dir / "c", distributed);
+  moments.model_weights = false;
+  text = load_error(no_exp_avg, moments);
+  CHECK(text.find("exp_avg: state shard of the checkpoint this state does not have") != std::string::npos);
 }
 
 TEST_CASE("broken checkpoints name the file and the parameter") {
@@ -356,6 +367,30 @@ TEST_CASE("a rank's items: saved in its rank file, checksummed, loaded back; ref
   auto report = cairn::verify_checkpoint(path);
   REQUIRE(report.problems.size() == 1);
   CHECK(report.problems[0].find("item 'data' is corrupt") != std::string::npos);
+
+  // Items no save writes, found in a file, are refused as a save would refuse them.
+  std::map<std::string, std::string> recorded;
+  cairn::detail::put_items(recorded, {{"", "nameless"}});
+  std::vector<std::string> problems;
+  CHECK(cairn::detail::read_items(recorded, problems).empty());
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "an item has an empty name (no save writes that)");
+
+  // A conversion carries tensors alone, and says that it leaves the items behind.
+  std::vector<std::string> warnings;
+  {
+    cairn::scoped_diagnostic_sink sink([&](cairn::severity level, cairn::diagnostic const& d) {
+      if (level == cairn::severity::warning) warnings.push_back(d.message);
+    });
+    cairn::save_checkpoint(state, comm, save_config(dir / "d", distributed));
+    cairn::convert_config convert;
+    convert.input.path = dir / "d";
+    convert.output.path = dir / "e";
+    convert.output.format = distributed;
+    cairn::convert_checkpoint(convert);
+  }
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0] == "the ranks' items (rank 0's 'data', say) are not converted: a conversion carries tensors alone");
 
   // Items a save cannot take are refused before anything is written, naming them.
   auto unsavable = [&](std::string const& name, std::string value) {

@@ -45,10 +45,11 @@ public:
     // Optimizer state the checkpoint holds and this state has no place for would be lost: as the
     // dry run (`plan_load`) says, a load of the optimizer state takes all of it or none.
     if (config.optimizer_state)
-      for (std::size_t i = 1; i < saved_shards.size(); ++i)
-        if (std::find(state.shard_names.begin(), state.shard_names.end(), saved_shards[i]) == state.shard_names.end())
-          report_.add(saved_shards[i], "state shard of the checkpoint this state does not have: it would be lost "
-                                       "(optimizer_state=false loads the weights alone)");
+      for (auto const& saved : saved_shards)
+        if (saved != "weights" &&
+            std::find(state.shard_names.begin(), state.shard_names.end(), saved) == state.shard_names.end())
+          report_.add(saved, "state shard of the checkpoint this state does not have: it would be lost "
+                             "(optimizer_state=false loads the weights alone)");
   }
 
   /// The live shards to load (index in the state), with the names they have in the checkpoint.

@@ -12,6 +12,7 @@
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/config/docs.hpp>
 #include <cairn/config/json.hpp>
+#include <cairn/diagnostics.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/safetensors.hpp>
@@ -330,6 +331,19 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
   if (reader.parameters().empty()) // a checkpoint of nothing: its metadata lost its layouts, or was edited
     throw checkpoint_error(checkpoint_errc::invalid_state,
                            requested.input.path.string() + ": holds no parameter: nothing to convert");
+  if (reader.metadata().format == checkpoint_format::distributed) // the ranks' items stay behind: say so
+    for (std::size_t r = 0; r < reader.metadata().ranks.size(); ++r) {
+      io::safetensors_file file(formats::rank_file(requested.input.path, static_cast<int>(r)));
+      auto const& recorded = file.metadata();
+      auto item = std::find_if(recorded.begin(), recorded.end(),
+                               [](auto const& entry) { return entry.first.starts_with(formats::item_key_prefix); });
+      if (item == recorded.end()) continue;
+      emit(severity::warning,
+           {requested.input.path.string(), "the ranks' items (rank " + std::to_string(r) + "'s '" +
+                                               item->first.substr(formats::item_key_prefix.size()) +
+                                               "', say) are not converted: a conversion carries tensors alone"});
+      break;
+    }
   staged_output staged(requested.output.path, requested.replace);
   auto config = requested;
   config.output.path = staged.path();

@@ -34,7 +34,7 @@ CAIRN_DECL void distributed::save(model_state const& state, comm::communicator_r
 CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communicator_ref comm,
                                        checkpoint_save_config const& config, boost::json::value const& program_config,
                                        boost::json::value const& user_metadata, cairn::detail::layout_exchange* reuse) {
-  state.check();
+  comm::all_succeed(comm, "the state is not valid", [&] { state.check(); }); // on every rank together
   save_plan out;
   out.format = format;
   out.ranks = cairn::detail::all_rank_layouts(state, comm, reuse);
@@ -142,7 +142,7 @@ namespace cairn::formats {
 
 CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::communicator_ref comm,
                                                  checkpoint_load_config const& config, verification verify) {
-  state.check();
+  comm::all_succeed(comm, "the state is not valid", [&] { state.check(); }); // on every rank together
   auto metadata = read_checkpoint_metadata(metadata_file(config.path));
   detail::loader loader(state, config, metadata.shard_names, verify);
   for (auto const& problem : tiling_problems(metadata.ranks))

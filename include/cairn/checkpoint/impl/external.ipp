@@ -229,7 +229,7 @@ inline bool co_writable(weight_rule const& rule, planned_tensor const& t, std::v
 CAIRN_DECL save_plan plan(model_state const& state, comm::communicator_ref comm, std::string const& model_type,
                           std::vector<weight_rule> const& rules, boost::json::object const& external_config,
                           checkpoint_save_config const& config) {
-  state.check();
+  comm::all_succeed(comm, "the state is not valid", [&] { state.check(); }); // on every rank together
   save_plan out;
   out.format = checkpoint_format::external;
   out.ranks = cairn::detail::all_rank_layouts(state, comm);
@@ -346,7 +346,7 @@ inline void load_ours(model_state& state, weight_rule const& rule, std::vector<a
 
 CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::string const& model_type,
                      std::vector<weight_rule> const& rules, checkpoint_load_config const& config, verification verify) {
-  state.check();
+  comm::all_succeed(comm, "the state is not valid", [&] { state.check(); }); // on every rank together
   progress_scope progress("loading", config.path.string(), state.bytes(false));
   auto weights_only = config;
   weights_only.model_weights = true;

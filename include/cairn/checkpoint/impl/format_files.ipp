@@ -97,6 +97,10 @@ CAIRN_DECL std::map<std::string, std::string> detail::read_items(std::map<std::s
     }
     items.emplace(std::move(name), std::move(bytes));
   }
+  if (auto problem = item_problem(items)) { // what no save writes: the file was altered
+    problems.push_back(*problem + " (no save writes that)");
+    items.clear();
+  }
   for (auto const& [key, value] : metadata) // a checksum whose item is gone: the item was removed
     if (key.starts_with(formats::item_checksum_prefix) &&
         !metadata.contains(std::string(formats::item_key_prefix) + key.substr(formats::item_checksum_prefix.size())))

@@ -65,10 +65,9 @@ inline std::vector<std::string> loaded_shards(checkpoint_metadata const& saved, 
                               (held.empty() ? "nothing" : held) + ")");
   }
   if (run.optimizer_state)
-    for (std::size_t i = 1; i < saved.shard_names.size(); ++i)
-      if (!has(run.shard_names, saved.shard_names[i]))
-        plan.problems.push_back(saved.shard_names[i] +
-                                ": state shard of the checkpoint the run does not have: it would be lost");
+    for (auto const& name : saved.shard_names)
+      if (name != "weights" && !has(run.shard_names, name))
+        plan.problems.push_back(name + ": state shard of the checkpoint the run does not have: it would be lost");
   return out;
 }
 

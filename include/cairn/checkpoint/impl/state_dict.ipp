@@ -37,7 +37,7 @@ CAIRN_DECL void state_dict::save(model_state const& state, comm::communicator_re
 CAIRN_DECL save_plan state_dict::plan(model_state const& state, comm::communicator_ref comm,
                                       checkpoint_save_config const& config, boost::json::value const& program_config,
                                       boost::json::value const& user_metadata) {
-  state.check();
+  comm::all_succeed(comm, "the state is not valid", [&] { state.check(); }); // on every rank together
   save_plan out;
   out.format = format;
   out.ranks = cairn::detail::all_rank_layouts(state, comm);
@@ -84,7 +84,7 @@ CAIRN_DECL save_plan state_dict::plan(model_state const& state, comm::communicat
 
 CAIRN_DECL checkpoint_metadata state_dict::load(model_state& state, comm::communicator_ref comm,
                                                 checkpoint_load_config const& config, verification verify) {
-  state.check();
+  comm::all_succeed(comm, "the state is not valid", [&] { state.check(); }); // on every rank together
   auto index_path = state_dict_index(config.path);
   auto index = io::read_index(index_path);
   auto metadata = parse_checkpoint_metadata(index.metadata, index_path.string());
