@@ -8,6 +8,8 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/convert.hpp>
+#include <cairn/checkpoint/converters/llama.hpp>
+#include <cairn/checkpoint/converters/llama_model.hpp>
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/external.hpp>
 #include <cairn/checkpoint/format_files.hpp>

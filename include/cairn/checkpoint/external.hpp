@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cairn::external {
@@ -39,6 +40,10 @@ public:
   CAIRN_DECL config_mapping& constant(std::string theirs, boost::json::value value);
   /// Their `theirs` means nothing to us: not written, skipped when read.
   CAIRN_DECL config_mapping& ignored(std::string theirs);
+  /// Our `ours` is always `value` for this model type, which their config.json does not say
+  /// (Qwen2's query, key and value biases): set when read; a model config that says otherwise
+  /// cannot be written, refused naming `ours`.
+  CAIRN_DECL config_mapping& fixed(std::string ours, boost::json::value value);
   /// Their `theirs` is computed from our config, and sets ours when read.
   CAIRN_DECL config_mapping& computed(std::string theirs,
                                       std::function<boost::json::value(boost::json::object const&)> to_theirs,
@@ -66,7 +71,8 @@ private:
   CAIRN_DECL static boost::json::value const* find(boost::json::object const& in, std::string const& path);
   CAIRN_DECL static void set(boost::json::object& out, std::string const& path, boost::json::value const& v);
   std::vector<mapping_rule> rules_;
-  std::map<std::string, std::string> theirs_of_; // renamed keys: ours -> theirs
+  std::vector<std::pair<std::string, boost::json::value>> fixed_; // ours -> its one value
+  std::map<std::string, std::string> theirs_of_;                  // renamed keys: ours -> theirs
 };
 
 /// Everything cairn needs to read and write another framework's checkpoints of a model.

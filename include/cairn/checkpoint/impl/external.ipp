@@ -54,6 +54,11 @@ CAIRN_DECL config_mapping& config_mapping::constant(std::string theirs, boost::j
   return *this;
 }
 
+CAIRN_DECL config_mapping& config_mapping::fixed(std::string ours, boost::json::value value) {
+  fixed_.emplace_back(std::move(ours), std::move(value));
+  return *this;
+}
+
 CAIRN_DECL config_mapping& config_mapping::ignored(std::string theirs) {
   rules_.push_back({theirs, [](boost::json::object const&, boost::json::object&) {},
                     [](boost::json::value const&, boost::json::object&) {}});
@@ -69,6 +74,12 @@ config_mapping::computed(std::string theirs, std::function<boost::json::value(bo
 }
 
 CAIRN_DECL boost::json::object config_mapping::to_external(boost::json::object const& ours) const {
+  std::vector<diagnostic> problems;
+  for (auto const& [key, value] : fixed_)
+    if (auto const* v = find(ours, key); v && *v != value)
+      problems.push_back({key, "must be " + cairn::detail::compact(value) + " for this model type, got " +
+                                   cairn::detail::compact(*v)});
+  if (!problems.empty()) throw config_error(std::move(problems));
   boost::json::object out;
   for (auto const& rule : rules_) rule.write(ours, out);
   return out;
@@ -91,6 +102,7 @@ CAIRN_DECL boost::json::object config_mapping::to_ours(boost::json::object const
     }
   }
   if (!problems.empty()) throw config_error(std::move(problems));
+  for (auto const& [key, value] : fixed_) set(out, key, value);
   return out;
 }
 
