@@ -6,7 +6,8 @@ set -euo pipefail
 
 # Boost: Describe and Mp11 (headers) and JSON (library); doctest for the tests; libtorch and
 # Gloo for tensors and CPU collectives; xxHash for checksums; yaml-cpp for YAML configs; clang and its runtime for the
-# libFuzzer target.
+# libFuzzer target; python3-torch for the independent reference of transformers' Llama family
+# that cairn-llama's logits are checked against.
 packages=(
   g++ cmake ninja-build git
   libboost1.81-dev libboost-json1.81-dev
@@ -15,6 +16,7 @@ packages=(
   libxxhash-dev
   libyaml-cpp-dev
   clang libclang-rt-14-dev
+  python3-torch
 )
 
 missing=()
