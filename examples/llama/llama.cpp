@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 #include <boost/describe/class.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -27,16 +28,57 @@
 
 namespace example {
 
+struct parallel_config {
+  std::int64_t tensor = 1;
+  std::int64_t pipeline = 1;
+  std::optional<std::int64_t> data;
+  std::int64_t zero_stage = 1;
+};
+BOOST_DESCRIBE_STRUCT(parallel_config, (), (tensor, pipeline, data, zero_stage))
+constexpr auto cairn_fields(parallel_config const*) {
+  using namespace cairn;
+  using p = parallel_config;
+  return fields(
+      field(&p::tensor,
+            "Ranks of a tensor-parallel group: q, k, v, gate and up split by rows (whole heads), o "
+            "and down by columns, the vocabulary (embedding and head) by rows.",
+            hint::core, check::in_range(1, 4096)),
+      field(&p::pipeline, "Pipeline stages: 1 (cairn-llama has no pipeline yet).", hint::core, check::in_range(1, 1)),
+      field(&p::data, "Ranks of a data-parallel group. Unset: the world size over tensor.", hint::core,
+            check::in_range(1, 1 << 20)),
+      field(&p::zero_stage, "ZeRO stage of the optimizer state over the data-parallel group.", hint::core,
+            check::in_range(0, 3)));
+}
+
 /// cairn's trainer config (run, training, pretrained, device, comm) and the model.
 struct llama_config : cairn::trainer_config {
   cairn::llama::model_config model;
+  parallel_config parallel;
   std::uint64_t seed = 1;
 };
-BOOST_DESCRIBE_STRUCT(llama_config, (cairn::trainer_config), (model, seed))
+BOOST_DESCRIBE_STRUCT(llama_config, (cairn::trainer_config), (model, parallel, seed))
 constexpr auto cairn_fields(llama_config const*) {
   using namespace cairn;
   return fields(field(&llama_config::model, "The model, with transformers' keys.", hint::architecture),
+                field(&llama_config::parallel, "How the ranks share the model.", hint::core),
                 field(&llama_config::seed, "Seed of the initial weights.", hint::core));
+}
+
+/// The grid of `world_size` ranks `cfg` asks for, or a config_error naming each key that does
+/// not fit the job or the model.
+cairn::comm::parallel_grid grid_of(llama_config const& cfg, cairn::llama::model_config const& m, int world_size) {
+  auto tp = cfg.parallel.tensor;
+  auto data = cfg.parallel.data.value_or(std::max<std::int64_t>(1, world_size / tp));
+  std::vector<cairn::diagnostic> problems;
+  if (tp * data != world_size)
+    problems.push_back({cfg.parallel.data ? "parallel.data" : "parallel.tensor",
+                        "tensor x data is " + std::to_string(tp) + " x " + std::to_string(data) + " = " +
+                            std::to_string(tp * data) + " ranks; the job has " + std::to_string(world_size)});
+  if (m.num_key_value_heads % tp != 0)
+    problems.push_back({"parallel.tensor", "is " + std::to_string(tp) + ": it must divide model.num_key_value_heads (" +
+                                               std::to_string(m.num_key_value_heads) + "), each rank whole heads"});
+  if (!problems.empty()) throw cairn::config_error(std::move(problems));
+  return {int(tp), 1, int(data), world_size};
 }
 
 at::Tensor rms_norm(at::Tensor const& x, at::Tensor const& weight, double eps) {
@@ -49,14 +91,39 @@ at::Tensor rotate_half(at::Tensor const& x) {
   return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
-/// The logits of `tokens` (one sequence, positions 0, 1, ...) under the weights `w`, by name.
+/// A tensor-parallel group's sums: forward only (the logits need no gradient).
+struct tensor_group {
+  cairn::comm::any_communicator& comm;
+  /// The sum of every rank's `partial`.
+  at::Tensor sum(at::Tensor partial) const {
+    if (comm.size() == 1) return partial;
+    partial = partial.contiguous();
+    comm.all_reduce(partial, cairn::comm::reduce_op::sum);
+    return partial;
+  }
+  /// Every rank's `part`, side by side along the last dimension.
+  at::Tensor concatenated(at::Tensor const& part) const {
+    if (comm.size() == 1) return part;
+    std::vector<at::Tensor> parts;
+    for (auto const& flat : comm.all_gather(part.contiguous())) parts.push_back(flat.view({part.size(0), -1}));
+    return at::cat(parts, -1);
+  }
+};
+
+/// The logits of `tokens` (one sequence, positions 0, 1, ...) under this rank's blocks `w` of
+/// the weights, by name: whole heads of q, k and v, rows of gate and up, columns of o and
+/// down, rows of the vocabulary starting at `vocab_begin`, summed and gathered over `group`.
 at::Tensor forward(cairn::llama::model_config const& m, std::map<std::string, at::Tensor> const& w,
-                   std::vector<std::int64_t> const& tokens) {
+                   std::vector<std::int64_t> const& tokens, tensor_group const& group, std::int64_t vocab_begin) {
   at::NoGradGuard no_grad;
   auto get = [&](std::string const& name) -> at::Tensor const& { return w.at(name); };
   auto t = static_cast<std::int64_t>(tokens.size());
-  auto d = m.head_size(), heads = m.num_attention_heads, kv_heads = m.num_key_value_heads;
-  auto x = get("model.embed_tokens.weight").index_select(0, at::tensor(tokens, at::kLong));
+  auto d = m.head_size(), heads = m.num_attention_heads / group.comm.size(),
+       kv_heads = m.num_key_value_heads / group.comm.size();
+  auto const& embedding = get("model.embed_tokens.weight");
+  auto ids = at::tensor(tokens, at::kLong) - vocab_begin; // this rank's rows of the vocabulary
+  auto mine = (ids >= 0) & (ids < embedding.size(0));
+  auto x = group.sum(embedding.index_select(0, ids.clamp(0, embedding.size(0) - 1)) * mine.unsqueeze(1));
   // Rotary position embedding: angle p * theta^(-2i/d) for the pair (i, i + d/2).
   auto inverse = 1.0 / at::pow(m.rope_theta, at::arange(0, d, 2, at::kFloat) / double(d));
   auto angles = at::outer(at::arange(t, at::kFloat), inverse);
@@ -79,60 +146,74 @@ at::Tensor forward(cairn::llama::model_config const& m, std::map<std::string, at
     auto scores = at::matmul(q.transpose(0, 1), k.transpose(0, 1).transpose(1, 2)) / std::sqrt(double(d));
     auto attention = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
     auto out = at::matmul(attention, v.transpose(0, 1)).transpose(0, 1).reshape({t, heads * d});
-    out = at::matmul(out, get(block + "self_attn.o_proj.weight").t());
+    out = group.sum(at::matmul(out, get(block + "self_attn.o_proj.weight").t()));
     if (m.o_bias) out = out + get(block + "self_attn.o_proj.bias");
     x = x + out;
     h = rms_norm(x, get(block + "post_attention_layernorm.weight"), m.rms_norm_eps);
     auto gate = at::silu(at::matmul(h, get(block + "mlp.gate_proj.weight").t()));
     auto up = at::matmul(h, get(block + "mlp.up_proj.weight").t());
-    x = x + at::matmul(gate * up, get(block + "mlp.down_proj.weight").t());
+    x = x + group.sum(at::matmul(gate * up, get(block + "mlp.down_proj.weight").t()));
   }
   x = rms_norm(x, get("model.norm.weight"), m.rms_norm_eps);
-  auto const& head = m.tie_word_embeddings ? get("model.embed_tokens.weight") : get("lm_head.weight");
-  return at::matmul(x, head.t());
+  auto const& head = m.tie_word_embeddings ? embedding : get("lm_head.weight");
+  return group.concatenated(at::matmul(x, head.t()));
 }
 
-/// `cairn-llama logits --tokens 1,5,9,2 key=value...`: the model from `pretrained`, its logits.
+/// This rank's state of `model` on `grid`: each parameter's block (`place_on_grid`), zero.
+cairn::model_state zero_state(cairn::llama::model_config const& model, cairn::comm::parallel_grid const& grid,
+                              int rank) {
+  using cairn::comm::axis;
+  auto at = grid.coordinates(rank);
+  cairn::model_state state;
+  for (auto const& p : cairn::llama::parameters(model)) {
+    auto place =
+        cairn::place_on_grid(p.shape, p.split, at.tensor, grid.size(axis::tensor), at.data, grid.size(axis::data), 0);
+    auto numel = static_cast<std::int64_t>(place.shard.numel());
+    state.parameters.push_back(
+        {{p.name, p.shape, cairn::io::dtype::F32, place.replicated, place.shard}, {at::zeros({numel}, at::kFloat)}});
+  }
+  return state;
+}
+
+/// `cairn-llama logits --tokens 1,5,9,2 key=value...`: the model from `pretrained`, under the
+/// grid of `parallel`, its logits on rank 0.
 int logits(std::vector<std::int64_t> const& tokens, llama_config cfg) {
   auto const& pretrained = cfg.pretrained;
   if (pretrained.path.empty())
     throw cairn::config_error(std::vector<cairn::diagnostic>{{"pretrained.path", "required: the model to run"}});
-  cairn::comm::single_process comm;
   auto model = cfg.model;
-  std::vector<std::pair<std::string, at::Tensor>> zeros;
-  auto fill = [&] {
-    zeros.clear();
-    for (auto const& p : cairn::llama::parameters(model))
-      zeros.emplace_back(p.name, at::zeros(std::vector<std::int64_t>(p.shape.begin(), p.shape.end()), at::kFloat));
-  };
-  auto load = pretrained;
-  load.optimizer_state = false;
-  cairn::model_state state;
+  std::optional<cairn::external::converter<cairn::llama::model_config>> conv;
   if (pretrained.format == cairn::checkpoint_format::external) {
     auto type = pretrained.model_type;
     if (type.empty())
       type = std::string(
           cairn::read_json_file(cairn::formats::external_config(pretrained.path)).at("model_type").as_string());
-    auto const& conv = cairn::llama::converters().at(type);
+    conv = cairn::llama::converters().at(type);
     if (cairn::loads_architecture(pretrained.load_config))
-      model = cairn::external::load_config(conv, pretrained.path, pretrained.model_type);
-    fill();
-    state = cairn::whole_state(zeros);
-    cairn::external::load(state, comm, conv, model, load);
-  } else {
-    fill();
-    state = cairn::whole_state(zeros);
-    cairn::load_checkpoint(state, comm, load);
+      model = cairn::external::load_config(*conv, pretrained.path, pretrained.model_type);
   }
-  std::map<std::string, at::Tensor> weights;
-  for (std::size_t i = 0; i < zeros.size(); ++i)
-    weights[zeros[i].first] = state.parameters[i].shards[0].view(zeros[i].second.sizes());
   for (auto token : tokens)
     if (token < 0 || token >= model.vocab_size)
       throw cairn::config_error(
           std::vector<cairn::diagnostic>{{"--tokens", std::to_string(token) + " is not a token of a vocabulary of " +
                                                           std::to_string(model.vocab_size)}});
-  auto out = forward(model, weights, tokens).contiguous();
+  auto grid = grid_of(cfg, model, cairn::comm::environment_or_single().world_size);
+  auto comms = cairn::comm::connect(cfg.comm, false, grid, cfg.run.timeout());
+  auto state = zero_state(model, grid, comms.world.rank());
+  auto load = pretrained;
+  load.optimizer_state = false;
+  if (conv)
+    cairn::external::load(state, comms.world, *conv, model, load);
+  else
+    cairn::load_checkpoint(state, comms.world, load);
+  std::map<std::string, at::Tensor> weights;
+  for (auto const& p : state.parameters) {
+    std::vector<std::int64_t> box(p.layout.shard.lengths.begin(), p.layout.shard.lengths.end());
+    weights[p.layout.name] = p.shards[0].view(box);
+  }
+  auto vocab_begin = static_cast<std::int64_t>(state.parameters.front().layout.shard.offsets[0]);
+  auto out = forward(model, weights, tokens, tensor_group{comms.tensor}, vocab_begin).contiguous();
+  if (comms.world.rank() != 0) return 0;
   auto const* values = out.data_ptr<float>();
   std::string text = "{\"logits\": [";
   char number[32];

@@ -3,11 +3,13 @@
 # (tests/reference/llama_reference.py, PyTorch alone): checkpoints the reference writes in
 # transformers' layout (two files, shuffled tensor order, BF16 and F32 tensors; llama with
 # grouped-query attention and its own head, qwen2 with q/k/v biases and a tied head), imported
-# by cairn-llama from config.json, must give the reference's logits within 1e-4 of the largest.
+# by cairn-llama from config.json, must give the reference's logits within 1e-4 of the largest:
+# on one rank, on a tensor-parallel group of 2 (each rank reading its blocks of the projections
+# and its rows of a vocabulary of 61, split 31 and 30) and on 2 data-parallel ranks.
 #
-#     llama_reference.sh CAIRN_LLAMA PYTHON WORK_DIR
+#     llama_reference.sh CAIRN_LLAMA CAIRN_TOOL PYTHON WORK_DIR
 set -eu
-llama=$1 python=$2 work=$3
+llama=$1 tool=$2 python=$3 work=$4
 reference=$(dirname "$0")/../reference/llama_reference.py
 rm -rf "$work" && mkdir -p "$work"
 check() { # TYPE SEED TOKENS
@@ -17,6 +19,12 @@ check() { # TYPE SEED TOKENS
     >"$work/$1.cairn.json"
   printf '%s: ' "$1"
   "$python" "$reference" compare "$work/$1.reference.json" "$work/$1.cairn.json"
+  for parallel in parallel.tensor=2 parallel.data=2; do # rank 0's line, without the launcher's prefix
+    "$tool" launch -n 2 -- "$llama" logits --tokens "$3" "pretrained.path=$work/$1" pretrained.format=external \
+      pretrained.load_config=model "$parallel" | sed -n 's/^\[rank 0\] //p' >"$work/$1.$parallel.json"
+    printf '%s, 2 ranks, %s: ' "$1" "$parallel"
+    "$python" "$reference" compare "$work/$1.reference.json" "$work/$1.$parallel.json"
+  done
 }
 check llama 3 1,5,9,2,60,0
 check qwen2 5 3,1,4,1,5,9,2,6
