@@ -8,7 +8,8 @@
 // token, vocab_size float32 values each, computed in float32. The model is transformers':
 // RMSNorm in float32, rotary position embedding with rotate_half over cat(freqs, freqs),
 // key and value heads repeated for grouped-query attention, a causal softmax, a SiLU-gated MLP.
-// Training comes next (#32).
+// Also `cairn-llama convert`: Hugging Face directories of the built-in types to cairn's formats
+// and back. Training comes next (#32).
 #include <cairn/cairn.hpp>
 #include <cairn/checkpoint/converters/llama.hpp>
 
@@ -168,9 +169,11 @@ cairn::model_state zero_state(cairn::llama::model_config const& model, cairn::co
   for (auto const& p : cairn::llama::parameters(model)) {
     auto place =
         cairn::place_on_grid(p.shape, p.split, at.tensor, grid.size(axis::tensor), at.data, grid.size(axis::data), 0);
-    auto numel = static_cast<std::int64_t>(place.shard.numel());
-    state.parameters.push_back(
-        {{p.name, p.shape, cairn::io::dtype::F32, place.replicated, place.shard}, {at::zeros({numel}, at::kFloat)}});
+    auto block = at::zeros({static_cast<std::int64_t>(place.shard.numel())}, at::kFloat); // may throw: first
+    cairn::parameter_state param;
+    param.layout = {p.name, p.shape, cairn::io::dtype::F32, place.replicated, std::move(place.shard)};
+    param.shards.push_back(std::move(block));
+    state.parameters.push_back(std::move(param));
   }
   return state;
 }
@@ -191,6 +194,9 @@ int logits(std::vector<std::int64_t> const& tokens, llama_config cfg) {
     conv = cairn::llama::converters().at(type);
     if (cairn::loads_architecture(pretrained.load_config))
       model = cairn::external::load_config(*conv, pretrained.path, pretrained.model_type);
+  } else if (cairn::loads_architecture(pretrained.load_config)) { // the model the checkpoint's program stored
+    model = cairn::parse_lenient<llama_config>(cairn::read_stored_metadata(pretrained.path, pretrained.format).config)
+                .config.model;
   }
   for (auto token : tokens)
     if (token < 0 || token >= model.vocab_size)
@@ -229,6 +235,44 @@ int logits(std::vector<std::int64_t> const& tokens, llama_config cfg) {
   return 0;
 }
 
+/// `cairn-llama convert key=value...`: `cairn convert`, plus the external format of the built-in
+/// Llama-family types both ways (the type from config.json, or output.model_type), in one
+/// process, every parameter in float32.
+int convert(std::vector<std::string> arguments) {
+  bool optimizer_given = false;
+  for (auto const& a : arguments) optimizer_given = optimizer_given || a.starts_with("output.optimizer_state=");
+  if (!optimizer_given) arguments.push_back("output.optimizer_state=false"); // the model holds none
+  auto config = cairn::from_json<cairn::convert_config>(boost::json::object{}, arguments);
+  auto type =
+      config.input.format == cairn::checkpoint_format::external ? config.input.model_type : config.output.model_type;
+  if (type.empty() && config.input.format == cairn::checkpoint_format::external)
+    type = std::string(
+        cairn::read_json_file(cairn::formats::external_config(config.input.path)).at("model_type").as_string());
+  if (type.empty() && config.output.format == cairn::checkpoint_format::external)
+    throw cairn::config_error(std::vector<cairn::diagnostic>{
+        {"output.model_type", "required: the type of the Hugging Face model to write (llama, mistral, qwen2)"}});
+  if (type.empty()) {
+    std::printf("%s\n", cairn::convert_checkpoint(config).c_str());
+    return 0;
+  }
+  auto config_of = [](cairn::llama::model_config const& model) {
+    llama_config cfg;
+    cfg.model = model;
+    return cfg;
+  };
+  cairn::external::model_program<cairn::llama::model_config> program{
+      [](cairn::llama::model_config const& model) {
+        std::vector<std::pair<std::string, at::Tensor>> zeros;
+        for (auto const& p : cairn::llama::parameters(model))
+          zeros.emplace_back(p.name, at::zeros(std::vector<std::int64_t>(p.shape.begin(), p.shape.end()), at::kFloat));
+        return cairn::whole_state(zeros);
+      },
+      [&](cairn::llama::model_config const& model) { return cairn::to_json(config_of(model)); },
+      [](boost::json::value const& stored) { return cairn::parse_lenient<llama_config>(stored).config.model; }};
+  std::printf("%s\n", cairn::external::convert(config, cairn::llama::converters().at(type), program).c_str());
+  return 0;
+}
+
 /// "1,5,9,2" as tokens, or nothing.
 std::optional<std::vector<std::int64_t>> parse_tokens(std::string_view text) {
   std::vector<std::int64_t> out;
@@ -248,8 +292,12 @@ std::optional<std::vector<std::int64_t>> parse_tokens(std::string_view text) {
 } // namespace example
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "convert")
+    return cairn::exit_status("cairn-llama convert", [&] { return example::convert({argv + 2, argv + argc}); });
   if (argc < 4 || std::string_view(argv[1]) != "logits" || std::string_view(argv[2]) != "--tokens") {
-    std::fprintf(stderr, "usage: cairn-llama logits --tokens 1,5,9,2 [key.path=value ...]\n");
+    std::fprintf(stderr, "usage: cairn-llama logits --tokens 1,5,9,2 [key.path=value ...]\n"
+                         "       cairn-llama convert input.path=... input.format=... output.path=... "
+                         "output.format=... [output.model_type=llama|mistral|qwen2]\n");
     return 2;
   }
   auto tokens = example::parse_tokens(argv[3]);

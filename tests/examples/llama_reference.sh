@@ -28,6 +28,22 @@ check() { # TYPE SEED TOKENS
 }
 check llama 3 1,5,9,2,60,0
 check qwen2 5 3,1,4,1,5,9,2,6
+# Through cairn's distributed format and back (cairn-llama convert): the logits of the
+# distributed checkpoint are the reference's, and the directory written back holds the
+# source's tensors exactly (BF16 ones as float32).
+for type in llama qwen2; do
+  "$llama" convert "input.path=$work/$type" input.format=external "output.path=$work/$type.distributed" \
+    output.format=distributed >/dev/null
+  "$llama" convert "input.path=$work/$type.distributed" input.format=distributed "output.path=$work/$type.back" \
+    output.format=external "output.model_type=$type" >/dev/null
+  tokens=$(if [ "$type" = llama ]; then echo 1,5,9,2,60,0; else echo 3,1,4,1,5,9,2,6; fi)
+  "$llama" logits --tokens "$tokens" "pretrained.path=$work/$type.distributed" pretrained.format=distributed \
+    pretrained.load_config=model >"$work/$type.distributed.json"
+  printf '%s, distributed: ' "$type"
+  "$python" "$reference" compare "$work/$type.reference.json" "$work/$type.distributed.json"
+  printf '%s, back from distributed: ' "$type"
+  "$python" "$reference" same "$work/$type" "$work/$type.back"
+done
 # The comparison is not vacuous: other tokens give other logits, and it says so.
 "$llama" logits --tokens 1,5,9,2,60,1 "pretrained.path=$work/llama" pretrained.format=external \
   pretrained.load_config=model >"$work/other.cairn.json"

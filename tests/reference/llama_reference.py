@@ -10,6 +10,8 @@ package. Debian's python3-torch.
     llama_reference.py logits DIR TOKENS     the logits of TOKENS (1,5,9,2) as JSON, float32
     llama_reference.py compare A B           A and B ({"logits": ...}) agree within 1e-4 of the
                                              largest logit; exit 1 otherwise
+    llama_reference.py same DIR_A DIR_B      the two checkpoints hold the same tensors, names and
+                                             values (as float32) exactly; exit 1 otherwise
 """
 import json
 import os
@@ -199,6 +201,14 @@ def main(argv):
         config, weights = load(argv[2])
         tokens = [int(t) for t in argv[3].split(",")]
         print(json.dumps({"logits": logits(config, weights, tokens).tolist()}))
+    elif len(argv) == 4 and argv[1] == "same":
+        (_, a), (_, b) = load(argv[2]), load(argv[3])
+        if sorted(a) != sorted(b):
+            print("other tensors: %s" % sorted(set(a) ^ set(b)))
+            return 1
+        differing = [n for n in a if a[n].shape != b[n].shape or not torch.equal(a[n], b[n])]
+        print("%d tensors, %d differ" % (len(a), len(differing)))
+        return 0 if not differing else 1
     elif len(argv) == 4 and argv[1] == "compare":
         a = torch.tensor(json.load(open(argv[2]))["logits"])
         b = torch.tensor(json.load(open(argv[3]))["logits"])
