@@ -125,8 +125,8 @@ CAIRN_DECL at::Tensor take_shard(at::Tensor const& whole, shard_layout const& la
 CAIRN_DECL parameter_state& add_parameter(model_state& state, std::string name, at::Tensor const& whole,
                                           shard_layout layout, bool replicated) {
   std::vector<std::uint64_t> shape(whole.sizes().begin(), whole.sizes().end());
-  parameter_state p{{std::move(name), std::move(shape), to_dtype(whole.scalar_type()), replicated, std::move(layout)},
-                    {}};
+  auto dtype = to_dtype(whole.scalar_type()); // may throw: before the aggregate (GCC 12 destroys its members twice)
+  parameter_state p{{std::move(name), std::move(shape), dtype, replicated, std::move(layout)}, {}};
   p.shards.push_back(take_shard(whole, p.layout.shard));
   for (std::size_t i = 1; i < state.shard_names.size(); ++i) p.shards.push_back(at::zeros_like(p.shards.front()));
   state.parameters.push_back(std::move(p));
