@@ -58,42 +58,12 @@ constexpr auto cairn_fields(data_config const*) {
       field(&data_config::noise, "Amplitude of the noise on the targets.", hint::feature, check::at_least(0.0)));
 }
 
-struct parallel_config {
-  std::int64_t tensor = 1;
-  std::int64_t pipeline = 1;
-  std::optional<std::int64_t> data;
-  std::int64_t zero_stage = 1;
-};
-BOOST_DESCRIBE_STRUCT(parallel_config, (), (tensor, pipeline, data, zero_stage))
-constexpr auto cairn_fields(parallel_config const*) {
-  using namespace cairn;
-  using p = parallel_config;
-  return fields(
-      field(&p::tensor,
-            "Ranks of a tensor-parallel group. The hidden layers alternate column-parallel (rows of the weight and "
-            "the bias split) and row-parallel (columns of the weight split, bias whole), Megatron's pairing; the "
-            "head follows the last hidden layer's pairing. At most model.hidden.",
-            hint::core, check::in_range(1, 4096)),
-      field(&p::pipeline,
-            "Pipeline stages. Each holds a contiguous block of the layers, the head with the last; activations pass "
-            "from stage to stage, one micro-batch at a time (stage ownership, no pipelined schedule).",
-            hint::core, check::in_range(1, 4096)),
-      field(&p::data, "Ranks of a data-parallel group. Unset: the world size over tensor x pipeline.", hint::core,
-            check::in_range(1, 1 << 20)),
-      field(&p::zero_stage,
-            "How a data-parallel group holds the weights and Adam's moments: 0, each rank all of its tensor-parallel "
-            "block (replicated; a checkpoint writes each once, spread over the ranks); 1 to 3, a flat slice each "
-            "(ZeRO). Stages 1 to 3 checkpoint alike; this example keeps whole blocks and gradients in memory at "
-            "each. Every stage resumes from the others.",
-            hint::core, check::in_range(0, 3)));
-}
-
 /// cairn's trainer config (run, training, pretrained, device, comm) plus the example's own.
 struct train_config : cairn::trainer_config {
   mlp_config model;
   optimizer_config optimizer;
   data_config data;
-  parallel_config parallel;
+  cairn::parallel_config parallel;
   std::uint64_t seed = 1;
 };
 BOOST_DESCRIBE_STRUCT(train_config, (cairn::trainer_config), (model, optimizer, data, parallel, seed))
@@ -102,7 +72,13 @@ constexpr auto cairn_fields(train_config const*) {
   return fields(field(&train_config::model, "The model.", hint::architecture),
                 field(&train_config::optimizer, "The optimizer.", hint::core),
                 field(&train_config::data, "The synthetic data.", hint::core),
-                field(&train_config::parallel, "How the ranks share the model.", hint::core),
+                field(&train_config::parallel,
+                      "How the ranks share the model: the hidden layers alternate column-parallel (rows of "
+                      "the weight and the bias split) and row-parallel (columns split) over a tensor-parallel "
+                      "group, Megatron's pairing, the head following the last; pipeline stages own blocks of "
+                      "layers and pass activations one micro-batch at a time (no schedule); this example keeps "
+                      "whole blocks and gradients in memory at every ZeRO stage.",
+                      hint::core),
                 field(&train_config::seed, "Seed of the data and the initial weights.", hint::core));
 }
 
@@ -170,16 +146,17 @@ inline cairn::comm::parallel_grid grid_of(train_config const& cfg, int world_siz
     problems.push_back({"parallel.pipeline", "is " + std::to_string(p.pipeline) + ", more than the " +
                                                  std::to_string(cfg.model.layers + 1) +
                                                  " layers of the model (model.layers and the head)"});
-  auto data = p.data.value_or(std::max<std::int64_t>(1, world_size / (p.tensor * p.pipeline)));
-  if (p.tensor * p.pipeline * data != world_size)
-    problems.push_back({p.data ? "parallel.data" : "parallel.tensor",
-                        "tensor x pipeline x data is " + std::to_string(p.tensor) + " x " + std::to_string(p.pipeline) +
-                            " x " + std::to_string(data) + " = " + std::to_string(p.tensor * p.pipeline * data) +
-                            " ranks; the job has " + std::to_string(world_size)});
-  if (cfg.data.batch_size < data)
-    problems.push_back({"data.batch_size", "must be at least the data-parallel ranks (" + std::to_string(data) + ")"});
+  std::optional<cairn::comm::parallel_grid> grid;
+  try {
+    grid = p.grid(world_size);
+  } catch (cairn::config_error const& e) { // sizes that do not multiply to the job: with the rest
+    problems.insert(problems.end(), e.errors().begin(), e.errors().end());
+  }
+  if (grid && cfg.data.batch_size < grid->size(cairn::comm::axis::data))
+    problems.push_back({"data.batch_size", "must be at least the data-parallel ranks (" +
+                                               std::to_string(grid->size(cairn::comm::axis::data)) + ")"});
   if (!problems.empty()) throw cairn::config_error(std::move(problems));
-  return {int(p.tensor), int(p.pipeline), int(data), world_size};
+  return *grid;
 }
 
 /// The box `shard` of `whole`, densely.

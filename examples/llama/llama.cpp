@@ -25,61 +25,50 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unistd.h>
 #include <vector>
 
 namespace example {
 
-struct parallel_config {
-  std::int64_t tensor = 1;
-  std::int64_t pipeline = 1;
-  std::optional<std::int64_t> data;
-  std::int64_t zero_stage = 1;
-};
-BOOST_DESCRIBE_STRUCT(parallel_config, (), (tensor, pipeline, data, zero_stage))
-constexpr auto cairn_fields(parallel_config const*) {
-  using namespace cairn;
-  using p = parallel_config;
-  return fields(
-      field(&p::tensor,
-            "Ranks of a tensor-parallel group: q, k, v, gate and up split by rows (whole heads), o "
-            "and down by columns, the vocabulary (embedding and head) by rows.",
-            hint::core, check::in_range(1, 4096)),
-      field(&p::pipeline, "Pipeline stages: 1 (cairn-llama has no pipeline yet).", hint::core, check::in_range(1, 1)),
-      field(&p::data, "Ranks of a data-parallel group. Unset: the world size over tensor.", hint::core,
-            check::in_range(1, 1 << 20)),
-      field(&p::zero_stage, "ZeRO stage of the optimizer state over the data-parallel group.", hint::core,
-            check::in_range(0, 3)));
-}
-
 /// cairn's trainer config (run, training, pretrained, device, comm) and the model.
 struct llama_config : cairn::trainer_config {
   cairn::llama::model_config model;
-  parallel_config parallel;
+  cairn::parallel_config parallel;
   std::uint64_t seed = 1;
 };
 BOOST_DESCRIBE_STRUCT(llama_config, (cairn::trainer_config), (model, parallel, seed))
 constexpr auto cairn_fields(llama_config const*) {
   using namespace cairn;
   return fields(field(&llama_config::model, "The model, with transformers' keys.", hint::architecture),
-                field(&llama_config::parallel, "How the ranks share the model.", hint::core),
+                field(&llama_config::parallel,
+                      "How the ranks share the model: q, k, v, gate and up split by rows (whole heads), o and "
+                      "down by columns, the vocabulary (embedding and head) by rows; no pipeline yet.",
+                      hint::core),
                 field(&llama_config::seed, "Seed of the initial weights.", hint::core));
 }
 
 /// The grid of `world_size` ranks `cfg` asks for, or a config_error naming each key that does
 /// not fit the job or the model.
 cairn::comm::parallel_grid grid_of(llama_config const& cfg, cairn::llama::model_config const& m, int world_size) {
-  auto tp = cfg.parallel.tensor;
-  auto data = cfg.parallel.data.value_or(std::max<std::int64_t>(1, world_size / tp));
   std::vector<cairn::diagnostic> problems;
-  if (tp * data != world_size)
-    problems.push_back({cfg.parallel.data ? "parallel.data" : "parallel.tensor",
-                        "tensor x data is " + std::to_string(tp) + " x " + std::to_string(data) + " = " +
-                            std::to_string(tp * data) + " ranks; the job has " + std::to_string(world_size)});
-  if (m.num_key_value_heads % tp != 0)
-    problems.push_back({"parallel.tensor", "is " + std::to_string(tp) + ": it must divide model.num_key_value_heads (" +
+  if (cfg.parallel.pipeline != 1)
+    problems.push_back({"parallel.pipeline", "is " + std::to_string(cfg.parallel.pipeline) +
+                                                 ": cairn-llama has no pipeline stages yet (1)"});
+  if (m.vocab_size < cfg.parallel.tensor || m.intermediate_size < cfg.parallel.tensor)
+    problems.push_back({"parallel.tensor", "is " + std::to_string(cfg.parallel.tensor) +
+                                               ": more ranks than rows of the vocabulary or of the MLP"});
+  if (m.num_key_value_heads % cfg.parallel.tensor != 0)
+    problems.push_back({"parallel.tensor", "is " + std::to_string(cfg.parallel.tensor) +
+                                               ": it must divide model.num_key_value_heads (" +
                                                std::to_string(m.num_key_value_heads) + "), each rank whole heads"});
+  std::optional<cairn::comm::parallel_grid> grid;
+  try {
+    grid = cfg.parallel.grid(world_size);
+  } catch (cairn::config_error const& e) {
+    problems.insert(problems.end(), e.errors().begin(), e.errors().end());
+  }
   if (!problems.empty()) throw cairn::config_error(std::move(problems));
-  return {int(tp), 1, int(data), world_size};
+  return *grid;
 }
 
 at::Tensor rms_norm(at::Tensor const& x, at::Tensor const& weight, double eps) {
@@ -160,6 +149,37 @@ at::Tensor forward(cairn::llama::model_config const& m, std::map<std::string, at
   return group.concatenated(at::matmul(x, head.t()));
 }
 
+/// The model_type a Hugging Face directory's config.json names; a config_error naming the file
+/// and the key otherwise.
+std::string model_type_of(std::filesystem::path const& dir) {
+  auto file = cairn::formats::external_config(dir);
+  auto document = cairn::read_json_file(file);
+  auto const* type = document.is_object() ? document.get_object().if_contains("model_type") : nullptr;
+  if (!type || !type->is_string())
+    throw cairn::config_error(
+        std::vector<cairn::diagnostic>{{file.string() + ": model_type", "missing, or not a string"}});
+  return std::string(type->get_string());
+}
+
+/// A config_error when this rank's share of `model` (float32, its parameters over `ranks`) is
+/// more than the memory of this machine: refused before any of it is allocated.
+void refuse_too_large(cairn::llama::model_config const& model, int ranks) {
+  std::uint64_t elements = 0;
+  for (auto const& p : cairn::llama::parameters(model)) {
+    std::uint64_t n = 1;
+    for (auto d : p.shape) n *= d;
+    elements += n;
+  }
+  auto bytes = 4 * elements / static_cast<std::uint64_t>(ranks);
+  auto memory =
+      static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (bytes > memory)
+    throw cairn::config_error(std::vector<cairn::diagnostic>{
+        {"model", "holds " + std::to_string(elements) + " parameters, " + std::to_string(bytes >> 20) +
+                      " MiB a rank in float32: more than this machine's " + std::to_string(memory >> 20) +
+                      " MiB (is it the model you meant? pretrained.load_config=model takes the checkpoint's)"}});
+}
+
 /// This rank's state of `model` on `grid`: each parameter's block (`place_on_grid`), zero.
 cairn::model_state zero_state(cairn::llama::model_config const& model, cairn::comm::parallel_grid const& grid,
                               int rank) {
@@ -187,23 +207,33 @@ int logits(std::vector<std::int64_t> const& tokens, llama_config cfg) {
   auto model = cfg.model;
   std::optional<cairn::external::converter<cairn::llama::model_config>> conv;
   if (pretrained.format == cairn::checkpoint_format::external) {
-    auto type = pretrained.model_type;
-    if (type.empty())
-      type = std::string(
-          cairn::read_json_file(cairn::formats::external_config(pretrained.path)).at("model_type").as_string());
+    auto type = pretrained.model_type.empty() ? model_type_of(pretrained.path) : pretrained.model_type;
     conv = cairn::llama::converters().at(type);
+    auto theirs = cairn::external::load_config(*conv, pretrained.path, pretrained.model_type);
     if (cairn::loads_architecture(pretrained.load_config))
-      model = cairn::external::load_config(*conv, pretrained.path, pretrained.model_type);
+      model = theirs;
+    else if (cairn::to_json(theirs) != cairn::to_json(model))
+      cairn::emit(cairn::severity::warning, {"model", "differs from the checkpoint's config.json; "
+                                                      "pretrained.load_config=model takes it"});
   } else if (cairn::loads_architecture(pretrained.load_config)) { // the model the checkpoint's program stored
-    model = cairn::parse_lenient<llama_config>(cairn::read_stored_metadata(pretrained.path, pretrained.format).config)
-                .config.model;
+    auto stored = cairn::read_stored_metadata(pretrained.path, pretrained.format).config;
+    if (!stored.is_object() || !stored.get_object().contains("model"))
+      throw cairn::config_error(std::vector<cairn::diagnostic>{
+          {pretrained.path.string(), "its stored config has no 'model' to load (pretrained.load_config=none and "
+                                     "model.* keys give one)"}});
+    model = cairn::parse_lenient<llama_config>(stored).config.model;
   }
+  if (model.sliding_window && static_cast<std::int64_t>(tokens.size()) > *model.sliding_window)
+    throw cairn::config_error(std::vector<cairn::diagnostic>{
+        {"--tokens", std::to_string(tokens.size()) + " tokens, more than model.sliding_window (" +
+                         std::to_string(*model.sliding_window) + "): sliding-window attention is not implemented"}});
   for (auto token : tokens)
     if (token < 0 || token >= model.vocab_size)
       throw cairn::config_error(
           std::vector<cairn::diagnostic>{{"--tokens", std::to_string(token) + " is not a token of a vocabulary of " +
                                                           std::to_string(model.vocab_size)}});
   auto grid = grid_of(cfg, model, cairn::comm::environment_or_single().world_size);
+  refuse_too_large(model, grid.size(cairn::comm::axis::tensor));
   auto comms = cairn::comm::connect(cfg.comm, false, grid, cfg.run.timeout());
   auto state = zero_state(model, grid, comms.world.rank());
   auto load = pretrained;
@@ -220,14 +250,20 @@ int logits(std::vector<std::int64_t> const& tokens, llama_config cfg) {
   auto vocab_begin = static_cast<std::int64_t>(state.parameters.front().layout.shard.offsets[0]);
   auto out = forward(model, weights, tokens, tensor_group{comms.tensor}, vocab_begin).contiguous();
   if (comms.world.rank() != 0) return 0;
+  if (!at::isfinite(out).all().item<bool>())
+    throw cairn::checkpoint_error(cairn::checkpoint_errc::invalid_state,
+                                  "the logits hold NaN or infinite values (the model's weights do): JSON has no "
+                                  "such numbers");
+  // One JSON object; a line break after every 1,000 numbers keeps each line short enough for a
+  // launcher that prefixes its ranks' lines (cairn launch cuts lines at 64 KiB).
   auto const* values = out.data_ptr<float>();
   std::string text = "{\"logits\": [";
   char number[32];
   for (std::int64_t r = 0; r < out.size(0); ++r) {
-    text += r ? ", [" : "[";
+    text += r ? ",\n[" : "[";
     for (std::int64_t c = 0; c < out.size(1); ++c) {
       std::snprintf(number, sizeof number, "%.9g", double(values[r * out.size(1) + c]));
-      text += (c ? ", " : "") + std::string(number);
+      text += (c ? (c % 1000 == 0 ? ",\n" : ", ") : "") + std::string(number);
     }
     text += "]";
   }
@@ -246,8 +282,7 @@ int convert(std::vector<std::string> arguments) {
   auto type =
       config.input.format == cairn::checkpoint_format::external ? config.input.model_type : config.output.model_type;
   if (type.empty() && config.input.format == cairn::checkpoint_format::external)
-    type = std::string(
-        cairn::read_json_file(cairn::formats::external_config(config.input.path)).at("model_type").as_string());
+    type = model_type_of(config.input.path);
   if (type.empty() && config.output.format == cairn::checkpoint_format::external)
     throw cairn::config_error(std::vector<cairn::diagnostic>{
         {"output.model_type", "required: the type of the Hugging Face model to write (llama, mistral, qwen2)"}});
@@ -276,6 +311,7 @@ int convert(std::vector<std::string> arguments) {
 /// "1,5,9,2" as tokens, or nothing.
 std::optional<std::vector<std::int64_t>> parse_tokens(std::string_view text) {
   std::vector<std::int64_t> out;
+  if (text.empty() || text.back() == ',') return std::nullopt;
   while (!text.empty()) {
     auto comma = text.find(',');
     auto part = text.substr(0, comma);

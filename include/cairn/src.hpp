@@ -54,6 +54,7 @@
 #include <cairn/training/impl/callback.ipp>
 #include <cairn/training/impl/interval.ipp>
 #include <cairn/training/impl/lock.ipp>
+#include <cairn/training/impl/parallel_config.ipp>
 #include <cairn/training/impl/preemption.ipp>
 #include <cairn/training/impl/preflight.ipp>
 #include <cairn/training/impl/save_policy.ipp>

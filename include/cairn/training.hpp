@@ -10,6 +10,7 @@
 #include <cairn/training/interval.hpp>
 #include <cairn/training/lock.hpp>
 #include <cairn/training/manager_options.hpp>
+#include <cairn/training/parallel_config.hpp>
 #include <cairn/training/preemption.hpp>
 #include <cairn/training/preflight.hpp>
 #include <cairn/training/save_policy.hpp>

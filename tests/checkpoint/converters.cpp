@@ -161,6 +161,19 @@ TEST_CASE("config.json files as transformers writes them are read, and what the 
   CAPTURE(windowed);
   CHECK(windowed.find("sliding_window: is 4096, shorter than max_position_embeddings (32768): sliding-window "
                       "attention is not implemented") != std::string::npos);
+  // Left out, as Llama 1's configs leave it: one key-value head a query head, as transformers takes it.
+  auto llama1 = refused("llama1", R"("num_key_value_heads": 4, )", "");
+  CHECK(llama1 == "loaded");
+  std::string no_kv = tiny_llama;
+  no_kv.erase(no_kv.find(R"("num_key_value_heads": 4, )"), std::string(R"("num_key_value_heads": 4, )").size());
+  CHECK(cairn::external::load_config(conv, with_config(dir / "no_kv", no_kv)).num_key_value_heads == 32);
+  CHECK(refused("odd", R"("num_attention_heads": 32)", R"("num_attention_heads": 32, "head_dim": 15)")
+            .find("head_dim: is 15: rotary embedding rotates pairs, it must be even") != std::string::npos);
+  // Mistral's window, left out, is transformers' 4096: shorter than 32768 positions, refused.
+  auto unwindowed = R"({"architectures": ["MistralForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+    "max_position_embeddings": 32768, "model_type": "mistral"})";
+  CHECK(load_error(cairn::llama::converters().at("mistral"), with_config(dir / "unwindowed", unwindowed))
+            .find("sliding_window: is 4096") != std::string::npos);
   std::string qwen_windowed = qwen;
   qwen_windowed.replace(qwen_windowed.find(R"("use_sliding_window": false)"), 27, R"("use_sliding_window": true)");
   CHECK(load_error(cairn::llama::converters().at("qwen2"), with_config(dir / "qwen_windowed", qwen_windowed))
@@ -224,6 +237,14 @@ TEST_CASE("an export of a Llama-family model: transformers' files and names, loa
     load.path = save.path;
     load.format = cairn::checkpoint_format::external;
     cairn::external::load(loaded, comm, conv, loaded_model, load);
+    // A directory with both forms of weights: transformers reads one, other tools the other; refused.
+    if (type == "llama") {
+      std::ofstream(save.path / "model.safetensors.index.json") << R"({"metadata": {}, "weight_map": {}})";
+      CHECK_THROWS_WITH(cairn::external::load(loaded, comm, conv, loaded_model, load),
+                        doctest::Contains("holds both model.safetensors and model.safetensors.index.json"));
+      std::filesystem::remove(save.path / "model.safetensors.index.json");
+      cairn::external::load(loaded, comm, conv, loaded_model, load);
+    }
     for (std::size_t i = 0; i < weights.size(); ++i) {
       CAPTURE(weights[i].first);
       CHECK(loaded.parameters[i].shards[0].equal(weights[i].second.view({-1})));

@@ -44,6 +44,9 @@ public:
   /// (Qwen2's query, key and value biases): set when read; a model config that says otherwise
   /// cannot be written, refused naming `ours`.
   CAIRN_DECL config_mapping& fixed(std::string ours, boost::json::value value);
+  /// Runs `finish` on our config's JSON once every key of theirs is read: defaults that depend
+  /// on other keys (transformers' num_key_value_heads, when left out, is num_attention_heads).
+  CAIRN_DECL config_mapping& after_reading(std::function<void(boost::json::object&)> finish);
   /// Their `theirs` is computed from our config, and sets ours when read.
   CAIRN_DECL config_mapping& computed(std::string theirs,
                                       std::function<boost::json::value(boost::json::object const&)> to_theirs,
@@ -72,7 +75,8 @@ private:
   CAIRN_DECL static void set(boost::json::object& out, std::string const& path, boost::json::value const& v);
   std::vector<mapping_rule> rules_;
   std::vector<std::pair<std::string, boost::json::value>> fixed_; // ours -> its one value
-  std::map<std::string, std::string> theirs_of_;                  // renamed keys: ours -> theirs
+  std::vector<std::function<void(boost::json::object&)>> after_reading_;
+  std::map<std::string, std::string> theirs_of_; // renamed keys: ours -> theirs
 };
 
 /// Everything cairn needs to read and write another framework's checkpoints of a model.

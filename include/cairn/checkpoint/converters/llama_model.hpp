@@ -55,6 +55,8 @@ struct model_config {
       v.error("sliding_window", "is " + std::to_string(*sliding_window) + ", shorter than max_position_embeddings (" +
                                     std::to_string(max_position_embeddings) +
                                     "): sliding-window attention is not implemented");
+    if (head_size() % 2 != 0)
+      v.error("head_dim", "is " + std::to_string(head_size()) + ": rotary embedding rotates pairs, it must be even");
     if (!head_dim && hidden_size % num_attention_heads != 0)
       v.error("head_dim", "unset, and hidden_size (" + std::to_string(hidden_size) +
                               ") does not split into num_attention_heads (" + std::to_string(num_attention_heads) +

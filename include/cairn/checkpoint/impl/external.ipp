@@ -59,6 +59,11 @@ CAIRN_DECL config_mapping& config_mapping::fixed(std::string ours, boost::json::
   return *this;
 }
 
+CAIRN_DECL config_mapping& config_mapping::after_reading(std::function<void(boost::json::object&)> finish) {
+  after_reading_.push_back(std::move(finish));
+  return *this;
+}
+
 CAIRN_DECL config_mapping& config_mapping::ignored(std::string theirs) {
   rules_.push_back({theirs, [](boost::json::object const&, boost::json::object&) {},
                     [](boost::json::value const&, boost::json::object&) {}});
@@ -103,6 +108,7 @@ CAIRN_DECL boost::json::object config_mapping::to_ours(boost::json::object const
   }
   if (!problems.empty()) throw config_error(std::move(problems));
   for (auto const& [key, value] : fixed_) set(out, key, value);
+  for (auto const& finish : after_reading_) finish(out);
   return out;
 }
 
@@ -308,6 +314,10 @@ inline std::map<std::string, std::string> external_weight_map(cairn::detail::loa
                                                               std::filesystem::path const& dir) {
   std::map<std::string, std::string> file_of;
   auto index_path = dir / "model.safetensors.index.json";
+  if (std::filesystem::exists(index_path) && std::filesystem::exists(dir / "model.safetensors"))
+    throw checkpoint_error(checkpoint_errc::invalid_state,
+                           dir.string() + ": holds both model.safetensors and model.safetensors.index.json; "
+                                          "transformers reads the first, other tools the second: remove one");
   if (std::filesystem::exists(index_path)) return io::read_index(index_path).weight_map;
   for (auto const& t : loader.file(dir / "model.safetensors").tensors()) file_of[t.name] = "model.safetensors";
   return file_of;

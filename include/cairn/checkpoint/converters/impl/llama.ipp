@@ -50,6 +50,14 @@ CAIRN_DECL external::converter<model_config> converter(std::string const& model_
         if (!v.is_null()) ours["head_dim"] = v;
       });
   mapping.constant("hidden_act", "silu").constant("rope_scaling", nullptr);
+  // Left out or null, num_key_value_heads is num_attention_heads (Llama 1's configs), as
+  // transformers takes it; Mistral's sliding_window, left out, is transformers' 4096.
+  mapping.after_reading([mistral = model_type == "mistral"](boost::json::object& ours) {
+    if (auto const* kv = ours.if_contains("num_key_value_heads");
+        (!kv || kv->is_null()) && ours.contains("num_attention_heads"))
+      ours["num_key_value_heads"] = ours.at("num_attention_heads");
+    if (mistral && !ours.contains("sliding_window")) ours["sliding_window"] = 4096;
+  });
   // What transformers writes that does not change the model's function.
   for (auto key : {"bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "initializer_range", "torch_dtype",
                    "transformers_version", "attention_dropout", "_name_or_path"})
