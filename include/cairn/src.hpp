@@ -28,6 +28,7 @@
 #include <cairn/config/impl/yaml.ipp>
 #endif
 
+#include <cairn/checkpoint/converters/impl/llama_model.ipp>
 #include <cairn/checkpoint/impl/config.ipp>
 #include <cairn/checkpoint/impl/convert.ipp>
 #include <cairn/checkpoint/impl/directory.ipp>
@@ -35,7 +36,6 @@
 #include <cairn/checkpoint/impl/identity.ipp>
 #include <cairn/checkpoint/impl/layout.ipp>
 #include <cairn/checkpoint/impl/layout_rules.ipp>
-#include <cairn/checkpoint/converters/impl/llama_model.ipp>
 #include <cairn/checkpoint/impl/load_plan.ipp>
 #include <cairn/checkpoint/impl/metadata.ipp>
 #include <cairn/checkpoint/impl/plan.ipp>
@@ -68,10 +68,10 @@
 #include <cairn/comm/impl/nccl.ipp>
 #endif
 
+#include <cairn/checkpoint/converters/impl/llama.ipp>
 #include <cairn/checkpoint/impl/distributed.ipp>
 #include <cairn/checkpoint/impl/executor.ipp>
 #include <cairn/checkpoint/impl/external.ipp>
-#include <cairn/checkpoint/converters/impl/llama.ipp>
 #include <cairn/checkpoint/impl/generator.ipp>
 #include <cairn/checkpoint/impl/module.ipp>
 #include <cairn/checkpoint/impl/save_load.ipp>
