@@ -159,15 +159,6 @@ inline cairn::comm::parallel_grid grid_of(train_config const& cfg, int world_siz
   return *grid;
 }
 
-/// The box `shard` of `whole`, densely.
-inline at::Tensor block_of(at::Tensor const& whole, cairn::shard_layout const& shard) {
-  auto block = whole;
-  for (std::size_t d = 0; d < shard.offsets.size(); ++d)
-    block = block.narrow(static_cast<std::int64_t>(d), static_cast<std::int64_t>(shard.offsets[d]),
-                         static_cast<std::int64_t>(shard.lengths[d]));
-  return block.contiguous();
-}
-
 /// The state of rank `rank` of a run on `grid`: for each parameter of its pipeline stage, its
 /// place on the grid (`cairn::place_on_grid`) with the initial weights and zero Adam moments;
 /// the tensor-parallel blocks of the initial weights into `blocks`, and the indices of those
@@ -192,7 +183,8 @@ inline cairn::model_state sharded_state(train_config const& cfg, cairn::comm::pa
                                       grid.size(axis::data), int(cfg.parallel.zero_stage));
     auto box = place.shard;
     box.flat.reset();
-    blocks.push_back(block_of(whole, box).to(device));
+    std::vector<std::int64_t> lengths(box.lengths.begin(), box.lengths.end());
+    blocks.push_back(cairn::take_shard(whole, box).view(lengths).to(device));
     held.push_back(k);
     cairn::add_parameter(state, spec.name, whole.to(device), place.shard, place.replicated);
   }

@@ -297,10 +297,7 @@ int convert(std::vector<std::string> arguments) {
   };
   cairn::external::model_program<cairn::llama::model_config> program{
       [](cairn::llama::model_config const& model) {
-        std::vector<std::pair<std::string, at::Tensor>> zeros;
-        for (auto const& p : cairn::llama::parameters(model))
-          zeros.emplace_back(p.name, at::zeros(std::vector<std::int64_t>(p.shape.begin(), p.shape.end()), at::kFloat));
-        return cairn::whole_state(zeros);
+        return zero_state(model, cairn::comm::parallel_grid(1, 1, 1, 1), 0); // every parameter whole
       },
       [&](cairn::llama::model_config const& model) { return cairn::to_json(config_of(model)); },
       [](boost::json::value const& stored) { return cairn::parse_lenient<llama_config>(stored).config.model; }};
