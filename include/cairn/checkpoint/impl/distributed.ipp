@@ -105,6 +105,17 @@ struct rank_file_reader {
   replica_writers writers; // the file of each replicated shard
   std::set<int> identity_checked, foreign;
 
+  /// Whether `file`, rank `r`'s, is this save's: checked against the save's identity once, a
+  /// file of another save reported once.
+  bool of_this_save(io::safetensors_file const& file, int r) {
+    if (identity_checked.insert(r).second)
+      if (auto problem = identity_problem(file, metadata, r)) {
+        load.problem(file.path().string(), *problem);
+        foreign.insert(r);
+      }
+    return !foreign.contains(r);
+  }
+
   /// Where the tensor `path` of live parameter `p` comes from, or nothing after a problem (reported).
   std::optional<std::vector<load_source>> sources(parameter_state const& p, std::string const& path,
                                                   saved_holders const& held) {
@@ -119,13 +130,7 @@ struct rank_file_reader {
       }
       try {
         auto& file = load.file(formats::rank_file(dir, r));
-        if (identity_checked.insert(r).second) {
-          if (auto problem = identity_problem(file, metadata, r)) {
-            load.problem(file.path().string(), *problem);
-            foreign.insert(r);
-          }
-        }
-        if (foreign.contains(r)) return std::nullopt; // reported once, above
+        if (!of_this_save(file, r)) return std::nullopt; // reported once
         found.push_back(load.source(file, path, saved->shard, saved->dtype));
       } catch (error const& e) {
         load.problem(path, e.what());
@@ -183,12 +188,7 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
   try {
     if (same_world) {
       auto& file = loader.file(own);
-      if (reader.identity_checked.insert(comm.rank()).second)
-        if (auto problem = cairn::detail::identity_problem(file, metadata, comm.rank())) {
-          loader.problem(own.string(), *problem);
-          reader.foreign.insert(comm.rank());
-        }
-      if (!reader.foreign.contains(comm.rank())) {
+      if (reader.of_this_save(file, comm.rank())) {
         std::vector<std::string> problems;
         items = cairn::detail::read_items(file.metadata(), problems);
         for (auto const& problem : problems) loader.problem(own.string(), problem);
