@@ -6,6 +6,7 @@
 /// the directory of saves, verification and conversion. The checkpoint manager and the run
 /// policy are the training layer's (<cairn/training/manager.hpp>, <cairn/training/run.hpp>).
 
+#include <cairn/checkpoint/accounting.hpp>
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/convert.hpp>
 #include <cairn/checkpoint/converters/llama.hpp>

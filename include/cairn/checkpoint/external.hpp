@@ -61,7 +61,9 @@ public:
     return found == theirs_of_.end() ? ours : found->second;
   }
 
-  /// Our model config's JSON from theirs. Keys no rule knows are errors, all listed, naming `source`.
+  /// Our model config's JSON from theirs. Keys no rule knows are errors, all listed, naming
+  /// `source`; but `torch_dtype`, the element type of the files, which an export writes itself
+  /// (when every tensor has one) and a load converts from, whatever it says.
   [[nodiscard]] CAIRN_DECL boost::json::object to_ours(boost::json::object const& theirs,
                                                        std::string const& source) const;
 

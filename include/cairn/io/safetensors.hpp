@@ -86,6 +86,8 @@ public:
   [[nodiscard]] std::vector<tensor_info> const& tensors() const noexcept { return header_.tensors; }
   [[nodiscard]] std::map<std::string, std::string> const& metadata() const noexcept { return header_.metadata; }
   [[nodiscard]] tensor_info const* find(std::string_view name) const noexcept { return header_.find(name); }
+  /// Bytes before the data: the header's length and its JSON.
+  [[nodiscard]] std::uint64_t header_size() const noexcept { return header_.data_offset; }
 
   /// The tensor named `name`; an io_error naming the file when there is none.
   [[nodiscard]] CAIRN_DECL tensor_info const& at(std::string_view name) const;

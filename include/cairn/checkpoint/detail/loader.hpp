@@ -58,7 +58,11 @@ public:
   /// The file at `path`, opened once per load.
   io::safetensors_file& file(std::filesystem::path const& path) {
     auto& slot = files_[path.string()];
-    if (!slot) slot = std::make_unique<io::safetensors_file>(path);
+    if (!slot) {
+      slot = std::make_unique<io::safetensors_file>(path);
+      read_counts().header_bytes.fetch_add(slot->header_size(), std::memory_order_relaxed);
+      read_counts().files.fetch_add(1, std::memory_order_relaxed);
+    }
     return *slot;
   }
 

@@ -4,6 +4,7 @@
 // What every format's loader shares: copying the runs a saved shard shares with a live one
 // (converting element types), and accounting for every element of every requested shard.
 
+#include <cairn/checkpoint/accounting.hpp>
 #include <cairn/checkpoint/detail/save_files.hpp> // selected_shards
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
@@ -114,7 +115,8 @@ inline void finish_staging(at::Tensor& live, at::Tensor const& staging) {
 
 /// Loads into `live` (a staging tensor of the live shard) every element the sources share with
 /// it. Every element must be written exactly once; a problem goes to `report` under `path`, and
-/// then the floating elements nobody wrote are NaN, so that they show.
+/// then the floating elements nobody wrote are NaN, so that they show. Counts the bytes it reads
+/// of the sources (`bytes_read`): the runs it copies, or a source whole when it checks its checksum.
 inline void load_shard(parameter_layout const& layout, at::Tensor& staging, std::span<load_source const> sources,
                        std::string const& path, load_report& report) {
   std::vector<std::vector<copy_run>> plans;
@@ -163,6 +165,12 @@ inline void load_shard(parameter_layout const& layout, at::Tensor& staging, std:
                     target.subspan(run.target * out, run.length * out), layout.dtype);
       if (hasher) hash = hasher->value();
     }
+    std::uint64_t read = 0;
+    if (whole_copy || source.checksum)
+      read = source.bytes.size();
+    else
+      for (auto const& run : plan) read += run.length * in;
+    read_counts().tensor_bytes.fetch_add(read, std::memory_order_relaxed);
     if (source.checksum && hash != *source.checksum)
       report.add(path, source.origin + " is corrupt: its checksum does not match");
   }

@@ -97,6 +97,7 @@ CAIRN_DECL boost::json::object config_mapping::to_ours(boost::json::object const
   for (auto const& entry : theirs) {
     auto rule = std::find_if(rules_.begin(), rules_.end(), [&](auto const& r) { return r.key == entry.key(); });
     if (rule == rules_.end()) {
+      if (entry.key() == "torch_dtype") continue; // the files' element type, which cairn writes itself
       problems.push_back({source, "unknown key '" + std::string(entry.key()) + "'"});
       continue;
     }
@@ -296,7 +297,18 @@ CAIRN_DECL save_plan plan(model_state const& state, comm::communicator_ref comm,
     index.metadata["total_size"] = total;
     out.closing.push_back({"model.safetensors.index.json", io::index_text(index)});
   }
-  out.closing.push_back({formats::external_config({}).string(), cairn::detail::pretty(external_config)});
+  // transformers' torch_dtype: the one element type of the tensors, unless the converter says.
+  std::set<io::dtype> stored;
+  for (auto const& file : out.files)
+    for (auto const& item : file.items) stored.insert(item.stored);
+  auto written = external_config;
+  if (stored.size() == 1 && !written.contains("torch_dtype")) {
+    auto type = *stored.begin();
+    if (type == io::dtype::F32) written["torch_dtype"] = "float32";
+    if (type == io::dtype::BF16) written["torch_dtype"] = "bfloat16";
+    if (type == io::dtype::F16) written["torch_dtype"] = "float16";
+  }
+  out.closing.push_back({formats::external_config({}).string(), cairn::detail::pretty(written)});
   return out;
 }
 
@@ -340,6 +352,7 @@ inline std::vector<at::Tensor> read_theirs(weight_rule const& rule, std::map<std
     auto t = at::empty(shape, at::TensorOptions().dtype(cairn::detail::to_scalar_type(info.dtype)));
     auto bytes = file.bytes(info);
     std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    cairn::detail::read_counts().tensor_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
     theirs.push_back(t);
     used.insert(name);
   }
@@ -366,6 +379,33 @@ inline void load_ours(model_state& state, weight_rule const& rule, std::vector<a
   }
 }
 
+/// Loads the parameter of a `renamed` rule straight from its tensor in the file: the rank reads
+/// the runs of it that it holds (the whole tensor where the file records a checksum to check),
+/// converting the element type as it copies.
+inline void load_renamed(model_state& state, weight_rule const& rule, std::map<std::string, std::string> const& file_of,
+                         cairn::detail::loader& loader, std::filesystem::path const& dir, verification verify,
+                         std::set<std::string>& used, std::set<std::string>& loaded) {
+  auto const& name = rule.theirs.at(0);
+  auto* p = state.find(rule.ours.at(0));
+  auto entry = file_of.find(name);
+  if (entry == file_of.end())
+    throw checkpoint_error(checkpoint_errc::missing_tensor, "tensor '" + name + "' is not in the checkpoint");
+  auto& file = loader.file(dir / entry->second);
+  auto const& info = file.at(name);
+  used.insert(name);
+  loaded.insert(rule.ours[0]);
+  if (info.shape != p->layout.shape) {
+    loader.problem(rule.ours[0], "has another shape in the checkpoint");
+    return;
+  }
+  // Files of other tools record no checksums; in a file cairn wrote, every tensor has one.
+  auto check =
+      verify == verification::checksums && records_checksums(file) ? verification::checksums : verification::none;
+  std::vector<cairn::detail::load_source> sources{
+      cairn::detail::source_from(file, info, shard_layout::whole(p->layout.shape), info.dtype, check)};
+  loader.load(*p, 0, sources, rule.ours[0]);
+}
+
 CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::string const& model_type,
                      std::vector<weight_rule> const& rules, checkpoint_load_config const& config, verification verify) {
   comm::all_succeed(comm, "the state is not valid", [&] { state.check(); }); // on every rank together
@@ -379,14 +419,16 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
   for (auto const& rule : rules) {
     bool wanted = std::any_of(rule.ours.begin(), rule.ours.end(), [&](auto const& n) { return state.find(n); });
     if (!wanted) continue;
-    std::vector<at::Tensor> theirs;
     try {
-      theirs = read_theirs(rule, file_of, loader, config.path, verify, used);
+      if (rule.unchanged) { // each rank reads its own part of it, where it lies in the file
+        load_renamed(state, rule, file_of, loader, config.path, verify, used, loaded);
+        continue;
+      }
+      auto theirs = read_theirs(rule, file_of, loader, config.path, verify, used);
+      load_ours(state, rule, rule.to_ours(theirs), loader, loaded);
     } catch (error const& e) {
       loader.problem(rule.ours.front(), e.what());
-      continue;
     }
-    load_ours(state, rule, rule.to_ours(theirs), loader, loaded);
   }
   for (auto& p : state.parameters) {
     if (!loaded.contains(p.layout.name)) loader.missing(p.layout.name);
