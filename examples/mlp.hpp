@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "parallel.hpp" // Adam sharded ZeRO-style, seeded values, the tensor-parallel collectives
+
 namespace example {
 
 struct mlp_config {
@@ -31,19 +33,6 @@ constexpr auto cairn_fields(mlp_config const*) {
                 field(&mlp_config::hidden, "Width of the hidden layers.", hint::architecture, check::positive),
                 field(&mlp_config::layers, "Hidden layers.", hint::architecture, check::in_range(1, 64)),
                 field(&mlp_config::outputs, "Outputs.", hint::architecture, check::positive));
-}
-
-struct optimizer_config {
-  double learning_rate = 3e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
-};
-BOOST_DESCRIBE_STRUCT(optimizer_config, (), (learning_rate, beta1, beta2, epsilon))
-constexpr auto cairn_fields(optimizer_config const*) {
-  using namespace cairn;
-  using o = optimizer_config;
-  return fields(field(&o::learning_rate, "Adam's learning rate.", hint::core, check::positive),
-                field(&o::beta1, "Adam's first-moment decay.", hint::optional, check::in_range(0.0, 0.999999)),
-                field(&o::beta2, "Adam's second-moment decay.", hint::optional, check::in_range(0.0, 0.999999)),
-                field(&o::epsilon, "Adam's epsilon.", hint::expert, check::positive));
 }
 
 struct data_config {
@@ -83,24 +72,6 @@ constexpr auto cairn_fields(train_config const*) {
 }
 
 // --- data: every value a pure function of (seed, stream, element index) ------------------------
-
-inline std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-/// Values uniform in [-scale, scale).
-inline at::Tensor uniform(std::vector<std::int64_t> const& shape, std::uint64_t seed, std::uint64_t stream,
-                          double scale) {
-  auto t = at::empty(shape, at::kFloat);
-  auto* data = t.data_ptr<float>();
-  auto base = mix(seed ^ mix(stream));
-  for (std::int64_t i = 0; i < t.numel(); ++i)
-    data[i] = static_cast<float>((2 * (double(mix(base + std::uint64_t(i)) >> 11) * 0x1.0p-53) - 1) * scale);
-  return t;
-}
 
 enum stream : std::uint64_t { teacher_stream = 1000, init_stream = 2000, data_stream = 1ULL << 32 };
 
@@ -178,36 +149,10 @@ inline cairn::model_state sharded_state(train_config const& cfg, cairn::comm::pa
       continue;
     auto fan_in = spec.shape.size() == 2 ? spec.shape[1] : spec.shape[0];
     auto whole = uniform(spec.shape, cfg.seed, init_stream + k, 1.0 / std::sqrt(double(fan_in)));
-    std::vector<std::uint64_t> dims(spec.shape.begin(), spec.shape.end());
-    auto place = cairn::place_on_grid(dims, spec.split, at.tensor, grid.size(axis::tensor), at.data,
-                                      grid.size(axis::data), int(cfg.parallel.zero_stage));
-    auto box = place.shard;
-    box.flat.reset();
-    std::vector<std::int64_t> lengths(box.lengths.begin(), box.lengths.end());
-    blocks.push_back(cairn::take_shard(whole, box).view(lengths).to(device));
+    blocks.push_back(add_block(state, spec.name, whole, spec.split, grid, rank, int(cfg.parallel.zero_stage), device));
     held.push_back(k);
-    cairn::add_parameter(state, spec.name, whole.to(device), place.shard, place.replicated);
   }
   return state;
-}
-
-/// Adam on this rank's flat slices of its blocks (all of each block at ZeRO stage 0), from the
-/// flat gradient of its blocks.
-inline void zero_adam(cairn::model_state& state, at::Tensor const& gradient, optimizer_config const& o,
-                      std::int64_t iteration) {
-  at::AutoGradMode no_grad(false);
-  auto correction1 = 1 - std::pow(o.beta1, double(iteration)), correction2 = 1 - std::pow(o.beta2, double(iteration));
-  std::int64_t offset = 0;
-  for (auto& p : state.parameters) {
-    auto const& shard = p.layout.shard;
-    auto begin = offset + static_cast<std::int64_t>(shard.flat ? shard.flat->begin : 0);
-    auto g = gradient.slice(0, begin, begin + p.shards[0].numel());
-    auto &w = p.shards[0], &m = p.shards[1], &v = p.shards[2];
-    m.mul_(o.beta1).add_(g, 1 - o.beta1);
-    v.mul_(o.beta2).addcmul_(g, g, 1 - o.beta2);
-    w.addcdiv_(m, (v / correction2).sqrt_().add_(o.epsilon), -o.learning_rate / correction1);
-    offset += static_cast<std::int64_t>(shard.box_numel());
-  }
 }
 
 // --- the trainer --------------------------------------------------------------------------------
@@ -227,16 +172,7 @@ public:
 
   /// Rebuilds the rank's blocks from its weight shards (after a load, after each update):
   /// gathered over the data-parallel group from its flat slices.
-  void gather_weights() {
-    at::AutoGradMode no_grad(false);
-    for (std::size_t k = 0; k < blocks_.size(); ++k) {
-      auto const& weights = state_.parameters[k].shards[0];
-      if (cfg_.parallel.zero_stage == 0)
-        blocks_[k].view({-1}).copy_(weights);
-      else
-        blocks_[k].view({-1}).copy_(at::cat(comms_.data.all_gather(weights.to(comms_.data.device()))).to(device_));
-    }
-  }
+  void gather_weights() { gather_blocks(blocks_, state_, comms_.data, int(cfg_.parallel.zero_stage), device_); }
 
   /// One iteration: forward and backward on the data-parallel group's rows of the batch,
   /// gradients summed over it, Adam on this rank's shards, blocks gathered. The batch's loss.
@@ -246,12 +182,7 @@ public:
       if (b.grad().defined()) b.grad().zero_();
     auto pass = forward(x, y);
     backward(pass);
-    std::vector<at::Tensor> grads;
-    for (auto& b : blocks_) grads.push_back(b.grad().view({-1}));
-    auto gradient = at::cat(grads).to(comms_.data.device());
-    comms_.data.all_reduce(gradient, cairn::comm::reduce_op::sum);
-    zero_adam(state_, gradient.to(device_), cfg_.optimizer, iteration);
-    gather_weights();
+    update(blocks_, state_, comms_.data, cfg_.optimizer, iteration, int(cfg_.parallel.zero_stage), device_);
     return total(pass.loss);
   }
 
@@ -289,27 +220,9 @@ private:
     return value.to(at::kCPU).item<double>();
   }
 
-  /// Identity forward; backward, the input's gradient summed over the tensor-parallel group
-  /// (each rank's column block gave its share of it): Megatron's "f" before a column-parallel
-  /// layer.
-  at::Tensor into_tensor_group(at::Tensor const& h) {
-    if (comms_.tensor.size() == 1 || !h.requires_grad()) return h;
-    auto out = h.clone();
-    out.register_hook([this](at::Tensor const& grad) {
-      auto sum = grad.contiguous().to(comms_.tensor.device());
-      comms_.tensor.all_reduce(sum, cairn::comm::reduce_op::sum);
-      return sum.to(device_);
-    });
-    return out;
-  }
-
-  /// Forward, the partial sums of a row-parallel layer summed over the tensor-parallel group;
-  /// backward, the identity: Megatron's "g". The sum is exact: the partial's value cancels.
+  at::Tensor into_tensor_group(at::Tensor const& h) { return example::into_tensor_group(h, comms_.tensor, device_); }
   at::Tensor out_of_tensor_group(at::Tensor const& partial) {
-    if (comms_.tensor.size() == 1) return partial;
-    auto sum = partial.detach().contiguous().to(comms_.tensor.device());
-    comms_.tensor.all_reduce(sum, cairn::comm::reduce_op::sum);
-    return sum.to(device_) + (partial - partial.detach());
+    return example::out_of_tensor_group(partial, comms_.tensor, device_);
   }
 
   /// The width of the activations after layer `i` on this rank: its block of the hidden units

@@ -1,153 +1,43 @@
-// cairn-llama: the Llama family (llama, mistral, qwen2) in libtorch on cairn. This first step
-// computes logits from a checkpoint, the contract external checks use (CONTRACT.md):
+// cairn-llama: the Llama family (llama, mistral, qwen2) in libtorch on cairn: a trainer,
+// tensor and data parallel, and the logits of any checkpoint, the contract external checks use
+// (CONTRACT.md).
 //
+//     cairn-llama [--config FILE.json] [key.path=value ...]          (train, like cairn-train)
+//     cairn launch -n 4 -- cairn-llama parallel.tensor=2 run.experiment_dir=runs/l
 //     cairn-llama logits --tokens 1,5,9,2 pretrained.path=DIR pretrained.format=external
 //         pretrained.load_config=model
+//     cairn-llama convert input.path=... input.format=... output.path=... output.format=...
 //
-// prints on standard output exactly one JSON object, {"logits": [[...], ...]}: one row per
-// token, vocab_size float32 values each, computed in float32. The model is transformers':
-// RMSNorm in float32, rotary position embedding with rotate_half over cat(freqs, freqs),
-// key and value heads repeated for grouped-query attention, a causal softmax, a SiLU-gated MLP.
-// Also `cairn-llama convert`: Hugging Face directories of the built-in types to cairn's formats
-// and back. Training comes next (#32).
+// `logits` prints on standard output exactly one JSON object, {"logits": [[...], ...]}: one row
+// per token, vocab_size float32 values each, computed in float32. `convert` takes Hugging Face
+// directories of the built-in types to cairn's formats and back; under `cairn launch` with
+// `parallel.*` keys it writes the distributed checkpoint of that layout.
+//
+// Deterministic on CPU: the initial weights and the corpus are pure functions of the seed, and
+// each checkpoint holds each rank's dropout generator and corpus position, so a run stopped at
+// any iteration and resumed on as many ranks ends bitwise identical to an uninterrupted one.
 #include <cairn/cairn.hpp>
 #include <cairn/checkpoint/converters/llama.hpp>
+#ifdef CAIRN_WITH_YAML
+#include <cairn/config/yaml.hpp> // --config FILE.yaml
+#endif
 
 #include <ATen/ATen.h>
-#include <boost/describe/class.hpp>
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unistd.h>
 #include <vector>
 
+#include "model.hpp" // the model: its configs, data, forward pass and trainer
+
 namespace example {
-
-/// cairn's trainer config (run, training, pretrained, device, comm) and the model.
-struct llama_config : cairn::trainer_config {
-  cairn::llama::model_config model;
-  cairn::parallel_config parallel;
-  std::uint64_t seed = 1;
-};
-BOOST_DESCRIBE_STRUCT(llama_config, (cairn::trainer_config), (model, parallel, seed))
-constexpr auto cairn_fields(llama_config const*) {
-  using namespace cairn;
-  return fields(field(&llama_config::model, "The model, with transformers' keys.", hint::architecture),
-                field(&llama_config::parallel,
-                      "How the ranks share the model: q, k, v, gate and up split by rows (whole heads), o and "
-                      "down by columns, the vocabulary (embedding and head) by rows; no pipeline yet.",
-                      hint::core),
-                field(&llama_config::seed, "Seed of the initial weights.", hint::core));
-}
-
-/// The grid of `world_size` ranks `cfg` asks for, or a config_error naming each key that does
-/// not fit the job or the model.
-cairn::comm::parallel_grid grid_of(llama_config const& cfg, cairn::llama::model_config const& m, int world_size) {
-  std::vector<cairn::diagnostic> problems;
-  if (cfg.parallel.pipeline != 1)
-    problems.push_back({"parallel.pipeline", "is " + std::to_string(cfg.parallel.pipeline) +
-                                                 ": cairn-llama has no pipeline stages yet (1)"});
-  if (m.vocab_size < cfg.parallel.tensor || m.intermediate_size < cfg.parallel.tensor)
-    problems.push_back({"parallel.tensor", "is " + std::to_string(cfg.parallel.tensor) +
-                                               ": more ranks than rows of the vocabulary or of the MLP"});
-  if (m.num_key_value_heads % cfg.parallel.tensor != 0)
-    problems.push_back({"parallel.tensor", "is " + std::to_string(cfg.parallel.tensor) +
-                                               ": it must divide model.num_key_value_heads (" +
-                                               std::to_string(m.num_key_value_heads) + "), each rank whole heads"});
-  std::optional<cairn::comm::parallel_grid> grid;
-  try {
-    grid = cfg.parallel.grid(world_size);
-  } catch (cairn::config_error const& e) {
-    problems.insert(problems.end(), e.errors().begin(), e.errors().end());
-  }
-  if (!problems.empty()) throw cairn::config_error(std::move(problems));
-  return *grid;
-}
-
-at::Tensor rms_norm(at::Tensor const& x, at::Tensor const& weight, double eps) {
-  return x * at::rsqrt(x.pow(2).mean(-1, true) + eps) * weight;
-}
-
-/// The second half of the last dimension, negated, then the first.
-at::Tensor rotate_half(at::Tensor const& x) {
-  auto half = x.size(-1) / 2;
-  return at::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
-}
-
-/// A tensor-parallel group's sums: forward only (the logits need no gradient).
-struct tensor_group {
-  cairn::comm::any_communicator& comm;
-  /// The sum of every rank's `partial`.
-  at::Tensor sum(at::Tensor partial) const {
-    if (comm.size() == 1) return partial;
-    partial = partial.contiguous();
-    comm.all_reduce(partial, cairn::comm::reduce_op::sum);
-    return partial;
-  }
-  /// Every rank's `part`, side by side along the last dimension.
-  at::Tensor concatenated(at::Tensor const& part) const {
-    if (comm.size() == 1) return part;
-    std::vector<at::Tensor> parts;
-    for (auto const& flat : comm.all_gather(part.contiguous())) parts.push_back(flat.view({part.size(0), -1}));
-    return at::cat(parts, -1);
-  }
-};
-
-/// The logits of `tokens` (one sequence, positions 0, 1, ...) under this rank's blocks `w` of
-/// the weights, by name: whole heads of q, k and v, rows of gate and up, columns of o and
-/// down, rows of the vocabulary starting at `vocab_begin`, summed and gathered over `group`.
-at::Tensor forward(cairn::llama::model_config const& m, std::map<std::string, at::Tensor> const& w,
-                   std::vector<std::int64_t> const& tokens, tensor_group const& group, std::int64_t vocab_begin) {
-  at::NoGradGuard no_grad;
-  auto get = [&](std::string const& name) -> at::Tensor const& { return w.at(name); };
-  auto t = static_cast<std::int64_t>(tokens.size());
-  auto d = m.head_size(), heads = m.num_attention_heads / group.comm.size(),
-       kv_heads = m.num_key_value_heads / group.comm.size();
-  auto const& embedding = get("model.embed_tokens.weight");
-  auto ids = at::tensor(tokens, at::kLong) - vocab_begin; // this rank's rows of the vocabulary
-  auto mine = (ids >= 0) & (ids < embedding.size(0));
-  auto x = group.sum(embedding.index_select(0, ids.clamp(0, embedding.size(0) - 1)) * mine.unsqueeze(1));
-  // Rotary position embedding: angle p * theta^(-2i/d) for the pair (i, i + d/2).
-  auto inverse = 1.0 / at::pow(m.rope_theta, at::arange(0, d, 2, at::kFloat) / double(d));
-  auto angles = at::outer(at::arange(t, at::kFloat), inverse);
-  auto both = at::cat({angles, angles}, -1);
-  auto cos = both.cos().unsqueeze(1), sin = both.sin().unsqueeze(1); // [t, 1, d]
-  auto causal = at::ones({t, t}, at::kBool).triu(1);
-  for (std::int64_t l = 0; l < m.num_hidden_layers; ++l) {
-    auto block = "model.layers." + std::to_string(l) + ".";
-    auto h = rms_norm(x, get(block + "input_layernorm.weight"), m.rms_norm_eps);
-    auto project = [&](char const* name, std::int64_t n) {
-      auto y = at::matmul(h, get(block + "self_attn." + name + ".weight").t());
-      if (m.qkv_bias) y = y + get(block + "self_attn." + name + ".bias");
-      return y.view({t, n, d});
-    };
-    auto q = project("q_proj", heads), k = project("k_proj", kv_heads), v = project("v_proj", kv_heads);
-    q = q * cos + rotate_half(q) * sin;
-    k = k * cos + rotate_half(k) * sin;
-    k = k.repeat_interleave(heads / kv_heads, 1); // key-value head j serves query heads j * n .. j * n + n - 1
-    v = v.repeat_interleave(heads / kv_heads, 1);
-    auto scores = at::matmul(q.transpose(0, 1), k.transpose(0, 1).transpose(1, 2)) / std::sqrt(double(d));
-    auto attention = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
-    auto out = at::matmul(attention, v.transpose(0, 1)).transpose(0, 1).reshape({t, heads * d});
-    out = group.sum(at::matmul(out, get(block + "self_attn.o_proj.weight").t()));
-    if (m.o_bias) out = out + get(block + "self_attn.o_proj.bias");
-    x = x + out;
-    h = rms_norm(x, get(block + "post_attention_layernorm.weight"), m.rms_norm_eps);
-    auto gate = at::silu(at::matmul(h, get(block + "mlp.gate_proj.weight").t()));
-    auto up = at::matmul(h, get(block + "mlp.up_proj.weight").t());
-    x = x + group.sum(at::matmul(gate * up, get(block + "mlp.down_proj.weight").t()));
-  }
-  x = rms_norm(x, get("model.norm.weight"), m.rms_norm_eps);
-  auto const& head = m.tie_word_embeddings ? embedding : get("lm_head.weight");
-  return group.concatenated(at::matmul(x, head.t()));
-}
 
 /// The model_type a Hugging Face directory's config.json names; a config_error naming the file
 /// and the key otherwise.
@@ -159,25 +49,6 @@ std::string model_type_of(std::filesystem::path const& dir) {
     throw cairn::config_error(
         std::vector<cairn::diagnostic>{{file.string() + ": model_type", "missing, or not a string"}});
   return std::string(type->get_string());
-}
-
-/// A config_error when this rank's share of `model` (float32, its parameters over `ranks`) is
-/// more than the memory of this machine: refused before any of it is allocated.
-void refuse_too_large(cairn::llama::model_config const& model, int ranks) {
-  std::uint64_t elements = 0;
-  for (auto const& p : cairn::llama::parameters(model)) {
-    std::uint64_t n = 1;
-    for (auto d : p.shape) n *= d;
-    elements += n;
-  }
-  auto bytes = 4 * elements / static_cast<std::uint64_t>(ranks);
-  auto memory =
-      static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  if (bytes > memory)
-    throw cairn::config_error(std::vector<cairn::diagnostic>{
-        {"model", "holds " + std::to_string(elements) + " parameters, " + std::to_string(bytes >> 20) +
-                      " MiB a rank in float32: more than this machine's " + std::to_string(memory >> 20) +
-                      " MiB (is it the model you meant? pretrained.load_config=model takes the checkpoint's)"}});
 }
 
 /// This rank's state of `model` on `grid`: each parameter's block (`place_on_grid`), zero.
@@ -233,22 +104,33 @@ int logits(std::vector<std::int64_t> const& tokens, llama_config cfg) {
           std::vector<cairn::diagnostic>{{"--tokens", std::to_string(token) + " is not a token of a vocabulary of " +
                                                           std::to_string(model.vocab_size)}});
   auto grid = grid_of(cfg, model, cairn::comm::environment_or_single().world_size);
-  refuse_too_large(model, grid.size(cairn::comm::axis::tensor));
+  refuse_too_large(model, grid.size(cairn::comm::axis::tensor), 1);
   auto comms = cairn::comm::connect(cfg.comm, false, grid, cfg.run.timeout());
   auto state = zero_state(model, grid, comms.world.rank());
   auto load = pretrained;
   load.optimizer_state = false;
+  auto before = cairn::bytes_read();
   if (conv)
     cairn::external::load(state, comms.world, *conv, model, load);
   else
     cairn::load_checkpoint(state, comms.world, load);
+  auto read = cairn::bytes_read() - before; // what this rank read, against what it holds
+  cairn::emit(cairn::severity::info,
+              {"rank " + std::to_string(comms.world.rank()),
+               "read " + std::to_string(read.tensor_bytes) + " bytes of tensors and " +
+                   std::to_string(read.header_bytes) + " of headers from " + std::to_string(read.files) +
+                   " files, for its " + std::to_string(state.bytes(false)) + " bytes of weights"});
   std::map<std::string, at::Tensor> weights;
   for (auto const& p : state.parameters) {
     std::vector<std::int64_t> box(p.layout.shard.lengths.begin(), p.layout.shard.lengths.end());
     weights[p.layout.name] = p.shards[0].view(box);
   }
   auto vocab_begin = static_cast<std::int64_t>(state.parameters.front().layout.shard.offsets[0]);
-  auto out = forward(model, weights, tokens, tensor_group{comms.tensor}, vocab_begin).contiguous();
+  at::NoGradGuard no_grad;
+  auto out = forward(model, weights, at::tensor(tokens, at::kLong).unsqueeze(0),
+                     tensor_parallel{comms.tensor, c10::kCPU, vocab_begin, 0})
+                 .squeeze(0)
+                 .contiguous();
   if (comms.world.rank() != 0) return 0;
   if (!at::isfinite(out).all().item<bool>())
     throw cairn::checkpoint_error(cairn::checkpoint_errc::invalid_state,
@@ -268,6 +150,93 @@ int logits(std::vector<std::int64_t> const& tokens, llama_config cfg) {
     text += "]";
   }
   std::printf("%s]}\n", text.c_str());
+  return 0;
+}
+
+/// The converter of the run's external format, if it has one: the type it exports
+/// (`training.export.model_type`), else that of its external `pretrained` (its model_type, or
+/// config.json's). A config_error naming the key when they differ, or when an export has none.
+std::optional<cairn::external::converter<cairn::llama::model_config>> run_converter(llama_config const& cfg) {
+  using cairn::checkpoint_format;
+  auto const& out = cfg.training.export_;
+  bool exports = out.enabled() && out.format == checkpoint_format::external;
+  std::string type = exports ? out.model_type : std::string();
+  if (cfg.has_pretrained() && cfg.pretrained.format == checkpoint_format::external) {
+    auto theirs = cfg.pretrained.model_type.empty() ? model_type_of(cfg.pretrained.path) : cfg.pretrained.model_type;
+    if (!type.empty() && type != theirs)
+      throw cairn::config_error(std::vector<cairn::diagnostic>{
+          {"training.export.model_type",
+           "is " + type + ", the pretrained model is " + theirs + ": cairn-llama exports the type it imports"}});
+    type = theirs;
+  }
+  if (exports && type.empty())
+    throw cairn::config_error(std::vector<cairn::diagnostic>{
+        {"training.export.model_type", "required with training.export.format=external: llama, mistral or qwen2"}});
+  if (type.empty()) return std::nullopt;
+  auto const* conv = cairn::llama::converters().find(type);
+  if (!conv)
+    throw cairn::config_error(std::vector<cairn::diagnostic>{
+        {exports ? "training.export.model_type" : "pretrained.model_type",
+         "\"" + type + "\" is not a type cairn-llama converts (llama, mistral, qwen2)"}});
+  return *conv;
+}
+
+/// Trains as `cfg` says: resumes, else starts from `pretrained`, else fresh; checkpoints and
+/// exports on their schedules; stops on a signal, a shutdown or the last iteration.
+int train(llama_config cfg) {
+  if (cfg.device == cairn::device_type::cuda && !at::hasCUDA())
+    throw cairn::config_error(std::vector<cairn::diagnostic>{{"device", "cuda is not available here"}});
+  auto world_size = cairn::comm::environment_or_single().world_size;
+  auto grid = grid_of(cfg, cfg.model, world_size); // before any rank waits
+  auto comms = cairn::comm::connect(cfg.comm, cfg.device == cairn::device_type::cuda, grid, cfg.run.timeout());
+  bool leader = comms.world.rank() == 0;
+  cairn::training_run run(cfg, &llama_config::model, comms.world, run_converter(cfg)); // may apply pretrained's
+  grid_of(cfg, cfg.model, world_size);                                                 // the final model fits too
+  std::vector<cairn::diagnostic> problems;
+  if (cfg.model.vocab_size < 128)
+    problems.push_back({"model.vocab_size", "is " + std::to_string(cfg.model.vocab_size) +
+                                                ": the corpus is ASCII text, one byte a token (at least 128)"});
+  if (cfg.data.sequence_length > cfg.model.max_position_embeddings)
+    problems.push_back({"data.sequence_length", "is " + std::to_string(cfg.data.sequence_length) +
+                                                    ", longer than model.max_position_embeddings (" +
+                                                    std::to_string(cfg.model.max_position_embeddings) + ")"});
+  if (cfg.data.batch_size < grid.size(cairn::comm::axis::data))
+    problems.push_back({"data.batch_size", "must be at least the data-parallel ranks (" +
+                                               std::to_string(grid.size(cairn::comm::axis::data)) + ")"});
+  if (!problems.empty()) throw cairn::config_error(std::move(problems));
+  refuse_too_large(cfg.model, grid.size(cairn::comm::axis::tensor), 4);
+  llama_trainer model(cfg, comms);
+  auto start = run.start(model.state());
+  model.started(run.started());
+  if (leader && run.started().kind == cairn::start_kind::resumed)
+    std::printf("resumed from %s at iteration %lld\n", run.started().path.c_str(), static_cast<long long>(start));
+  if (leader && run.started().kind == cairn::start_kind::pretrained)
+    std::printf("initialised from %s\n", run.started().path.c_str());
+
+  auto const& training = cfg.training;
+  auto began = std::chrono::steady_clock::now();
+  for (auto it = start + 1; it <= training.train_iters; ++it) {
+    auto loss = model.step(it);
+    if (leader && (training.logs.enabled(it) || it == start + 1 || it == training.train_iters)) {
+      auto ms = 1000 * std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      std::printf("iteration %lld/%lld: loss %.6f (%.2f ms/iteration)\n", static_cast<long long>(it),
+                  static_cast<long long>(training.train_iters), loss, ms / double(it - start));
+      std::fflush(stdout);
+    }
+    if (auto stop = run.step(it, model.state(), {{"loss", loss}})) {
+      auto at = static_cast<long long>(it);
+      if (leader && stop.kind() == cairn::stop_reason::signal)
+        std::printf("stopped by a signal after iteration %lld\n", at);
+      if (leader && stop.kind() == cairn::stop_reason::shutdown) std::printf("shutdown after iteration %lld\n", at);
+      if (leader && stop.kind() == cairn::stop_reason::finished)
+        std::printf("done: %lld iterations, final loss %.6f\n", at, loss);
+      return stop.exit_status();
+    }
+  }
+  run.finish();
+  if (leader)
+    std::printf("nothing to train: resumed at iteration %lld, training.train_iters is %lld\n",
+                static_cast<long long>(start), static_cast<long long>(training.train_iters));
   return 0;
 }
 
@@ -327,24 +296,33 @@ std::optional<std::vector<std::int64_t>> parse_tokens(std::string_view text) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "convert")
     return cairn::exit_status("cairn-llama convert", [&] { return example::convert({argv + 2, argv + argc}); });
-  if (argc < 4 || std::string_view(argv[1]) != "logits" || std::string_view(argv[2]) != "--tokens") {
-    std::fprintf(stderr, "usage: cairn-llama logits --tokens 1,5,9,2 [key.path=value ...]\n"
-                         "       cairn-llama convert input.path=... input.format=... output.path=... "
-                         "output.format=... [output.model_type=llama|mistral|qwen2]\n");
-    return 2;
+  std::optional<std::vector<std::int64_t>> tokens; // `logits --tokens 1,5,9,2`: argv[1..3]
+  if (argc > 1 && std::string_view(argv[1]) == "logits") {
+    if (argc < 4 || std::string_view(argv[2]) != "--tokens") {
+      std::fprintf(stderr, "usage: cairn-llama logits --tokens 1,5,9,2 [key.path=value ...]\n");
+      return 2;
+    }
+    tokens = example::parse_tokens(argv[3]);
+    if (!tokens) {
+      std::fprintf(stderr, "cairn-llama logits: --tokens needs token ids separated by commas, got '%s'\n", argv[3]);
+      return 2;
+    }
+    argv[3] = argv[0];
+    argv += 3;
+    argc -= 3;
   }
-  auto tokens = example::parse_tokens(argv[3]);
-  if (!tokens) {
-    std::fprintf(stderr, "cairn-llama logits: --tokens needs token ids separated by commas, got '%s'\n", argv[3]);
-    return 2;
-  }
-  argv[3] = argv[0];
-  argv += 3;
-  argc -= 3;
+#ifdef CAIRN_WITH_YAML
+  cairn::enable_yaml(); // --config FILE.yaml
+#endif
   cairn::command_line_options options;
   options.program = "cairn-llama";
-  options.description = "Computes the logits of a Llama-family model (cairn-llama logits --tokens ...).";
+  options.description = "Trains a Llama-family model, checkpointing, resuming and exporting as configured.\n"
+                        "Also: cairn-llama logits --tokens 1,5,9,2 [key.path=value ...]\n"
+                        "      cairn-llama convert input.path=... input.format=... output.path=... output.format=...";
+  options.flags = {{"--device", "device"}};
   auto cfg = cairn::parse_command_line<example::llama_config>(argc, argv, options);
   if (!cfg) return cfg.exit_status();
-  return cairn::exit_status("cairn-llama logits", [&] { return example::logits(*tokens, std::move(*cfg)); });
+  if (tokens)
+    return cairn::exit_status("cairn-llama logits", [&] { return example::logits(*tokens, std::move(*cfg)); });
+  return cairn::exit_status("cairn-llama", [&] { return example::train(std::move(*cfg)); });
 }

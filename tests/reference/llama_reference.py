@@ -12,7 +12,15 @@ package. Debian's python3-torch.
                                              largest logit; exit 1 otherwise
     llama_reference.py same DIR_A DIR_B      the two checkpoints hold the same tensors, names and
                                              values (as float32) exactly; exit 1 otherwise
+    llama_reference.py layout DIR            DIR is laid out as transformers' from_pretrained
+                                             reads it: config.json of the type's keys; one
+                                             model.safetensors, or model-0000i-of-0000n files and
+                                             an index that maps each tensor to its file; each
+                                             file's __metadata__ {"format": "pt"}; exactly the
+                                             type's tensor names and shapes, in torch_dtype;
+                                             exit 1 naming each departure
 """
+import re
 import json
 import os
 import random
@@ -194,6 +202,105 @@ def write(directory, model_type, seed):
     json.dump(config, open(os.path.join(directory, "config.json"), "w"), indent=2)
 
 
+# --- what from_pretrained expects of a directory -----------------------------------------------
+
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+DTYPE_NAMES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
+
+
+def expected_tensors(config):
+    """Every tensor of the model config.json describes, name -> shape, as transformers names them."""
+    h, heads = config["hidden_size"], config["num_attention_heads"]
+    kv = config.get("num_key_value_heads") or heads
+    d = config.get("head_dim") or h // heads
+    i, v = config["intermediate_size"], config["vocab_size"]
+    qkv_bias = config["model_type"] == "qwen2" or config.get("attention_bias", False)
+    o_bias = config["model_type"] == "llama" and config.get("attention_bias", False)
+    out = {"model.embed_tokens.weight": [v, h], "model.norm.weight": [h]}
+    if not config.get("tie_word_embeddings", False):
+        out["lm_head.weight"] = [v, h]
+    for layer in range(config["num_hidden_layers"]):
+        p = "model.layers.%d." % layer
+        out.update({p + "input_layernorm.weight": [h], p + "post_attention_layernorm.weight": [h],
+                    p + "self_attn.q_proj.weight": [heads * d, h], p + "self_attn.k_proj.weight": [kv * d, h],
+                    p + "self_attn.v_proj.weight": [kv * d, h], p + "self_attn.o_proj.weight": [h, heads * d],
+                    p + "mlp.gate_proj.weight": [i, h], p + "mlp.up_proj.weight": [i, h],
+                    p + "mlp.down_proj.weight": [h, i]})
+        if qkv_bias:
+            out.update({p + "self_attn.q_proj.bias": [heads * d], p + "self_attn.k_proj.bias": [kv * d],
+                        p + "self_attn.v_proj.bias": [kv * d]})
+        if o_bias:
+            out[p + "self_attn.o_proj.bias"] = [h]
+    return out
+
+
+def read_header(path):
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(size))
+
+
+def layout(directory):
+    problems = []
+    config = json.load(open(os.path.join(directory, "config.json")))
+    model_type = config.get("model_type")
+    if model_type not in ARCHITECTURES:
+        return ["config.json: model_type %r is not llama, mistral or qwen2" % model_type]
+    if config.get("architectures") != [ARCHITECTURES[model_type]]:
+        problems.append("config.json: architectures is %r" % config.get("architectures"))
+    for key in ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads", "rms_norm_eps", "rope_theta", "max_position_embeddings",
+                "tie_word_embeddings", "hidden_act", "torch_dtype"]:
+        if key not in config:
+            problems.append("config.json: no %s" % key)
+    if config.get("hidden_act") != "silu":
+        problems.append("config.json: hidden_act is %r" % config.get("hidden_act"))
+    dtype = DTYPE_NAMES.get(config.get("torch_dtype"))
+    index_path = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.exists(index_path):
+        weight_map = json.load(open(index_path)).get("weight_map", {})
+        files = sorted(set(weight_map.values()))
+        numbered = [re.fullmatch(r"model-(\d{5})-of-(\d{5})\.safetensors", f) for f in files]
+        if not all(numbered):
+            problems.append("index: files not named model-0000i-of-0000n.safetensors: %s" % files)
+        elif [int(m.group(1)) for m in numbered] != list(range(1, len(files) + 1)) or \
+                {int(m.group(2)) for m in numbered} != {len(files)}:
+            problems.append("index: files not numbered 1 to %d: %s" % (len(files), files))
+        if os.path.exists(os.path.join(directory, "model.safetensors")):
+            problems.append("both model.safetensors and an index")
+    else:
+        files = ["model.safetensors"]
+        weight_map = None
+    found = {}
+    for name in files:
+        header = read_header(os.path.join(directory, name))
+        if header.get("__metadata__", {}).get("format") != "pt":
+            problems.append("%s: __metadata__ is %r, not format pt" % (name, header.get("__metadata__")))
+        for tensor, info in header.items():
+            if tensor == "__metadata__":
+                continue
+            if weight_map is not None and weight_map.get(tensor) != name:
+                problems.append("%s: holds %s, which the index maps to %s" % (name, tensor, weight_map.get(tensor)))
+            if info["dtype"] != dtype:
+                problems.append("%s: %s is %s, config.json's torch_dtype %s" % (name, tensor, info["dtype"],
+                                                                                config.get("torch_dtype")))
+            found[tensor] = info["shape"]
+    expected = expected_tensors(config)
+    for tensor in sorted(set(expected) | set(found)):
+        if tensor not in found:
+            problems.append("no tensor %s" % tensor)
+        elif tensor not in expected:
+            problems.append("a tensor %s the model does not have" % tensor)
+        elif found[tensor] != expected[tensor]:
+            problems.append("%s has shape %s, the model's is %s" % (tensor, found[tensor], expected[tensor]))
+    if weight_map is not None and set(weight_map) != set(found):
+        problems.append("the index maps tensors no file holds: %s" % sorted(set(weight_map) - set(found)))
+    if not problems:
+        print("%s: %d tensors in %d file(s), %s, as transformers lays them out" % (model_type, len(found), len(files),
+                                                                                   config["torch_dtype"]))
+    return problems
+
+
 def main(argv):
     if len(argv) == 5 and argv[1] == "write":
         write(argv[2], argv[3], int(argv[4]))
@@ -209,6 +316,11 @@ def main(argv):
         differing = [n for n in a if a[n].shape != b[n].shape or not torch.equal(a[n], b[n])]
         print("%d tensors, %d differ" % (len(a), len(differing)))
         return 0 if not differing else 1
+    elif len(argv) == 3 and argv[1] == "layout":
+        problems = layout(argv[2])
+        for p in problems:
+            print(p)
+        return 1 if problems else 0
     elif len(argv) == 4 and argv[1] == "compare":
         a = torch.tensor(json.load(open(argv[2]))["logits"])
         b = torch.tensor(json.load(open(argv[3]))["logits"])

@@ -20,6 +20,14 @@ namespace cairn {
 /// the generator unchanged.
 CAIRN_DECL void set_cpu_generator_state(std::string const& bytes);
 
+/// The state of libtorch's default generator of CUDA device `device` (dropout on that GPU), as
+/// bytes. A checkpoint_error (invalid_state) where libtorch has no such device.
+[[nodiscard]] CAIRN_DECL std::string cuda_generator_state(int device);
+
+/// Sets the default generator of CUDA device `device` to `bytes`, a `cuda_generator_state` of
+/// the same libtorch; a checkpoint_error (invalid_state) when libtorch refuses them.
+CAIRN_DECL void set_cuda_generator_state(int device, std::string const& bytes);
+
 } // namespace cairn
 
 #ifndef CAIRN_SEPARATE_COMPILATION

@@ -58,8 +58,8 @@ namespace cairn::llama {
 ///   implement: `rope_scaling`, an activation other than SiLU, `mlp_bias`, `pretraining_tp`
 ///   other than 1, a sliding window shorter than `max_position_embeddings` (Qwen2's
 ///   `use_sliding_window`), another architecture; keys it does not know are refused too.
-///   Generation settings (token ids, `use_cache`), `torch_dtype`, `initializer_range`,
-///   `attention_dropout` and `transformers_version` are skipped.
+///   Generation settings (token ids, `use_cache`), `torch_dtype`, `initializer_range` and
+///   `transformers_version` are skipped.
 /// - Written, a model the type cannot describe is refused: a Llama whose q, k, v and output
 ///   biases differ (one `attention_bias` says both), a Mistral with biases, a Qwen2 without its
 ///   q, k, v biases or with an output bias.

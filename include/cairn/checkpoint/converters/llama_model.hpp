@@ -42,6 +42,8 @@ struct model_config {
   /// Mistral's and Qwen2's sliding attention window. Not implemented: unset, or at least
   /// max_position_embeddings (where it never binds).
   std::optional<std::int64_t> sliding_window;
+  /// Dropout on the attention probabilities in training (transformers' `attention_dropout`).
+  double attention_dropout = 0;
 
   /// The width of a head.
   [[nodiscard]] std::int64_t head_size() const { return head_dim.value_or(hidden_size / num_attention_heads); }
@@ -66,7 +68,7 @@ struct model_config {
 BOOST_DESCRIBE_STRUCT(model_config, (),
                       (vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
                        num_key_value_heads, head_dim, rms_norm_eps, rope_theta, max_position_embeddings,
-                       tie_word_embeddings, qkv_bias, o_bias, sliding_window))
+                       tie_word_embeddings, qkv_bias, o_bias, sliding_window, attention_dropout))
 
 constexpr auto cairn_fields(model_config const*) {
   using namespace cairn;
@@ -88,7 +90,9 @@ constexpr auto cairn_fields(model_config const*) {
                 field(&m::o_bias, "A bias of the attention's output projection.", hint::architecture),
                 field(&m::sliding_window,
                       "Sliding attention window: not implemented, so unset or at least max_position_embeddings.",
-                      hint::architecture, check::positive));
+                      hint::architecture, check::positive),
+                field(&m::attention_dropout, "Dropout on the attention probabilities, in training only.", hint::feature,
+                      check::in_range(0.0, 0.95)));
 }
 
 /// A parameter of the model: its name (transformers'), shape, and how a tensor-parallel group

@@ -38,7 +38,7 @@ CAIRN_DECL external::converter<model_config> converter(std::string const& model_
   mapping.constant("architectures", boost::json::array{architecture});
   for (auto key :
        {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-        "num_key_value_heads", "rms_norm_eps", "rope_theta", "max_position_embeddings", "tie_word_embeddings"})
+        "num_key_value_heads", "rms_norm_eps", "rope_theta", "max_position_embeddings", "tie_word_embeddings", "attention_dropout"})
     mapping.renamed(key, key);
   mapping.computed(
       "head_dim",
@@ -60,7 +60,7 @@ CAIRN_DECL external::converter<model_config> converter(std::string const& model_
   });
   // What transformers writes that does not change the model's function.
   for (auto key : {"bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "initializer_range", "torch_dtype",
-                   "transformers_version", "attention_dropout", "_name_or_path"})
+                   "transformers_version", "_name_or_path"})
     mapping.ignored(key);
   if (model_type == "llama") {
     mapping.computed(
