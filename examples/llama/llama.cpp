@@ -51,15 +51,16 @@ std::string model_type_of(std::filesystem::path const& dir) {
   return std::string(type->get_string());
 }
 
-/// This rank's state of `model` on `grid`: each parameter's block (`place_on_grid`), zero.
-cairn::model_state zero_state(cairn::llama::model_config const& model, cairn::comm::parallel_grid const& grid,
-                              int rank) {
+/// This rank's state of `model` on `grid`: each parameter's block at ZeRO stage `zero_stage`
+/// (`place_on_grid`), zero, weights alone.
+cairn::model_state zero_state(cairn::llama::model_config const& model, cairn::comm::parallel_grid const& grid, int rank,
+                              int zero_stage = 0) {
   using cairn::comm::axis;
   auto at = grid.coordinates(rank);
   cairn::model_state state;
   for (auto const& p : cairn::llama::parameters(model)) {
-    auto place =
-        cairn::place_on_grid(p.shape, p.split, at.tensor, grid.size(axis::tensor), at.data, grid.size(axis::data), 0);
+    auto place = cairn::place_on_grid(p.shape, p.split, at.tensor, grid.size(axis::tensor), at.data,
+                                      grid.size(axis::data), zero_stage);
     auto block = at::zeros({static_cast<std::int64_t>(place.shard.numel())}, at::kFloat); // may throw: first
     cairn::parameter_state param;
     param.layout = {p.name, p.shape, cairn::io::dtype::F32, place.replicated, std::move(place.shard)};
@@ -240,14 +241,69 @@ int train(llama_config cfg) {
   return 0;
 }
 
+/// `cairn-llama convert ... parallel.*=...` on as many ranks as the layout has: the distributed
+/// checkpoint of the model (from a Hugging Face directory of a built-in type, or any checkpoint)
+/// as the ranks of that layout hold its weights (`zero_state`), each rank reading its part.
+int convert_for_layout(cairn::convert_config const& config, llama_config const& cfg) {
+  using cairn::checkpoint_format;
+  std::vector<cairn::diagnostic> problems;
+  if (config.output.format != checkpoint_format::distributed)
+    problems.push_back({"output.format", "a conversion for a layout (parallel.*, or several ranks) writes the "
+                                         "distributed format"});
+  if (config.output.optimizer_state)
+    problems.push_back({"output.optimizer_state", "a conversion writes the weights alone"});
+  if (std::filesystem::exists(config.output.path))
+    problems.push_back({"output.path", "'" + config.output.path.string() +
+                                           "' exists: a conversion for a layout "
+                                           "writes a new directory"});
+  if (!problems.empty()) throw cairn::config_error(std::move(problems));
+  std::optional<cairn::external::converter<cairn::llama::model_config>> conv;
+  cairn::llama::model_config model;
+  if (config.input.format == checkpoint_format::external) {
+    conv = cairn::llama::converters().at(config.input.model_type.empty() ? model_type_of(config.input.path)
+                                                                         : config.input.model_type);
+    model = cairn::external::load_config(*conv, config.input.path, config.input.model_type);
+  } else {
+    model =
+        cairn::parse_lenient<llama_config>(cairn::read_stored_metadata(config.input.path, config.input.format).config)
+            .config.model;
+  }
+  auto grid = grid_of(cfg, model, cairn::comm::environment_or_single().world_size);
+  refuse_too_large(model, grid.size(cairn::comm::axis::tensor), 1);
+  auto comms = cairn::comm::connect(cfg.comm, false, grid, cfg.run.timeout());
+  auto state = zero_state(model, grid, comms.world.rank(), int(cfg.parallel.zero_stage));
+  cairn::checkpoint_load_config load;
+  static_cast<cairn::checkpoint_load_metadata_config&>(load) = config.input;
+  load.optimizer_state = false;
+  if (conv)
+    cairn::external::load(state, comms.world, *conv, model, load);
+  else
+    cairn::load_checkpoint(state, comms.world, load);
+  llama_config stored;
+  stored.model = model;
+  stored.parallel = cfg.parallel;
+  cairn::save_checkpoint(state, comms.world, config.output, cairn::to_json(stored));
+  if (comms.world.rank() == 0)
+    std::printf("converted %zu parameters to %s, as %d ranks (tensor %d x data %d, ZeRO stage %d) hold them\n",
+                state.parameters.size(), config.output.path.c_str(), grid.world_size(),
+                grid.size(cairn::comm::axis::tensor), grid.size(cairn::comm::axis::data), int(cfg.parallel.zero_stage));
+  return 0;
+}
+
 /// `cairn-llama convert key=value...`: `cairn convert`, plus the external format of the built-in
 /// Llama-family types both ways (the type from config.json, or output.model_type), in one
 /// process, every parameter in float32.
-int convert(std::vector<std::string> arguments) {
+int convert(std::vector<std::string> all_arguments) {
   bool optimizer_given = false;
-  for (auto const& a : arguments) optimizer_given = optimizer_given || a.starts_with("output.optimizer_state=");
+  std::vector<std::string> arguments, layout; // the conversion's keys; parallel.* and comm, the layout's
+  for (auto const& a : all_arguments) {
+    optimizer_given = optimizer_given || a.starts_with("output.optimizer_state=");
+    (a.starts_with("parallel.") || a.starts_with("comm=") || a.starts_with("run.") ? layout : arguments).push_back(a);
+  }
   if (!optimizer_given) arguments.push_back("output.optimizer_state=false"); // the model holds none
   auto config = cairn::from_json<cairn::convert_config>(boost::json::object{}, arguments);
+  if (!layout.empty() || cairn::comm::environment_or_single().world_size > 1)
+    return convert_for_layout(config, cairn::from_json<llama_config>(boost::json::object{}, layout));
   auto type =
       config.input.format == cairn::checkpoint_format::external ? config.input.model_type : config.output.model_type;
   if (type.empty() && config.input.format == cairn::checkpoint_format::external)

@@ -4,9 +4,12 @@ transformers' modeling code as documentation (LlamaRMSNorm, rotate_half, apply_r
 repeat_kv, eager attention), with PyTorch alone: no cairn code, no transformers, no safetensors
 package. Debian's python3-torch.
 
-    llama_reference.py write DIR TYPE SEED   a random checkpoint as transformers lays it out:
-                                             config.json, two safetensors files (BF16 and F32
-                                             tensors, shuffled order), model.safetensors.index.json
+    llama_reference.py write DIR TYPE SEED [DTYPES]
+                                             a random checkpoint as transformers lays it out:
+                                             config.json, two safetensors files (shuffled order),
+                                             model.safetensors.index.json; its tensors BF16 and
+                                             F32 in turn (DTYPES mixed, the default), or all F32
+                                             (f32) or all F16 (f16)
     llama_reference.py logits DIR TOKENS     the logits of TOKENS (1,5,9,2) as JSON, float32
     llama_reference.py compare A B           A and B ({"logits": ...}) agree within 1e-4 of the
                                              largest logit; exit 1 otherwise
@@ -55,7 +58,7 @@ def read_safetensors(path):
 def write_safetensors(path, tensors):
     header, chunks, offset = {"__metadata__": {"format": "pt"}}, [], 0
     for name, t in tensors:
-        code = {torch.float32: "F32", torch.bfloat16: "BF16"}[t.dtype]
+        code = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}[t.dtype]
         raw = t.contiguous().view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.contiguous().numpy().tobytes()
         header[name] = {"dtype": code, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
@@ -151,7 +154,7 @@ def logits(config, w, tokens):
 # --- a random checkpoint in transformers' layout --------------------------------------------
 
 
-def write(directory, model_type, seed):
+def write(directory, model_type, seed, dtypes="mixed"):
     torch.manual_seed(seed)
     rng = random.Random(seed)
     tied = model_type == "qwen2"
@@ -189,7 +192,8 @@ def write(directory, model_type, seed):
         t = torch.randn(shapes[name]) * (1.0 if name.endswith("norm.weight") else 0.2)
         if name.endswith("norm.weight"):
             t = 1.0 + 0.1 * t
-        tensors.append((name, t.to(torch.bfloat16 if n % 2 else torch.float32)))
+        dtype = {"mixed": torch.bfloat16 if n % 2 else torch.float32, "f32": torch.float32, "f16": torch.float16}[dtypes]
+        tensors.append((name, t.to(dtype)))
     os.makedirs(directory, exist_ok=True)
     half = len(tensors) // 2
     files = {"model-00001-of-00002.safetensors": tensors[:half], "model-00002-of-00002.safetensors": tensors[half:]}
@@ -302,8 +306,8 @@ def layout(directory):
 
 
 def main(argv):
-    if len(argv) == 5 and argv[1] == "write":
-        write(argv[2], argv[3], int(argv[4]))
+    if len(argv) in (5, 6) and argv[1] == "write":
+        write(argv[2], argv[3], int(argv[4]), *argv[5:])
     elif len(argv) == 4 and argv[1] == "logits":
         config, weights = load(argv[2])
         tokens = [int(t) for t in argv[3].split(",")]
