@@ -58,15 +58,10 @@ cairn::model_state zero_state(cairn::llama::model_config const& model, cairn::co
   using cairn::comm::axis;
   auto at = grid.coordinates(rank);
   cairn::model_state state;
-  for (auto const& p : cairn::llama::parameters(model)) {
-    auto place = cairn::place_on_grid(p.shape, p.split, at.tensor, grid.size(axis::tensor), at.data,
-                                      grid.size(axis::data), zero_stage);
-    auto block = at::zeros({static_cast<std::int64_t>(place.shard.numel())}, at::kFloat); // may throw: first
-    cairn::parameter_state param;
-    param.layout = {p.name, p.shape, cairn::io::dtype::F32, place.replicated, std::move(place.shard)};
-    param.shards.push_back(std::move(block));
-    state.parameters.push_back(std::move(param));
-  }
+  for (auto const& p : cairn::llama::parameters(model))
+    cairn::add_parameter(state, p.name, p.shape,
+                         cairn::place_on_grid(p.shape, p.split, at.tensor, grid.size(axis::tensor), at.data,
+                                              grid.size(axis::data), zero_stage));
   return state;
 }
 

@@ -1,11 +1,15 @@
 // The external format through a converter: config.json and tensors in the other framework's
 // names, shapes and layout, and back, bitwise; everything unmapped reported.
+#include <cairn/checkpoint/accounting.hpp>
 #include <cairn/checkpoint/external.hpp>
+#include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/save_load.hpp>
+#include <cairn/checkpoint/state.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/io/index.hpp>
 #include <cairn/io/safetensors.hpp>
+#include <cairn/io/safetensors_writer.hpp>
 
 #include <ATen/ATen.h>
 #include <boost/describe/class.hpp>
@@ -273,4 +277,99 @@ TEST_CASE(
   auto described = cairn::describe(plan);
   CHECK(described.at("format") == "external");
   CHECK(described.at("files").at(0).at("tensors").as_array().size() == expected);
+}
+
+namespace {
+struct one_matrix {
+  std::int64_t rows = 8;
+};
+BOOST_DESCRIBE_STRUCT(one_matrix, (), (rows))
+} // namespace
+
+TEST_CASE("an import reads each rank's rows of a renamed tensor where they lie, converting; bytes_read counts it") {
+  temp_dir dir;
+  std::vector<float> values(8 * 16);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.25f * float(i);
+  cairn::external::converter<one_matrix> conv;
+  conv.model_type = "one";
+  conv.config.renamed("rows", "rows");
+  conv.weights = [](one_matrix const&) {
+    return std::vector<cairn::external::weight_rule>{cairn::external::renamed("w", "model.w")};
+  };
+  auto write = [&](cairn::io::dtype stored, cairn::io::checksums policy) {
+    std::filesystem::create_directories(dir / "hf");
+    std::ofstream(dir / "hf" / "config.json") << R"({"model_type": "one", "rows": 8})";
+    cairn::io::safetensors_writer writer(dir / "hf" / "model.safetensors", policy);
+    writer.set_metadata("format", "pt");
+    writer.add("model.w", cairn::io::dtype::F32, {8, 16}, std::as_bytes(std::span(values)), stored);
+    writer.write();
+  };
+  cairn::checkpoint_load_config from;
+  from.path = dir / "hf";
+  from.format = cairn::checkpoint_format::external;
+  // Rank 1 of 2 of a tensor-parallel group: rows 4 to 7, placed without the whole tensor.
+  auto rank_state = [] {
+    cairn::model_state state;
+    state.shard_names = {"weights", "exp_avg"};
+    auto place = cairn::place_on_grid({8, 16}, cairn::tensor_split::rows, 1, 2, 0, 1, 0);
+    auto& p = cairn::add_parameter(state, "w", {8, 16}, place);
+    CHECK(p.shards.size() == 2);
+    CHECK(p.shards[0].numel() == 64);
+    CHECK(p.layout.shard.offsets == std::vector<std::uint64_t>{4, 0});
+    return state;
+  };
+  auto rows_4_to_7 = at::from_blob(values.data(), {8, 16}, at::kFloat).slice(0, 4, 8).reshape({-1});
+
+  SUBCASE("a file of another tool, F32: the rank reads its 64 elements alone") {
+    write(cairn::io::dtype::F32, cairn::io::checksums::skip);
+    auto state = rank_state();
+    auto before = cairn::bytes_read();
+    cairn::external::load(state, comm, conv, one_matrix{}, from);
+    auto read = cairn::bytes_read() - before;
+    CHECK(read.tensor_bytes == 64 * 4);
+    CHECK(read.files == 1);
+    CHECK(read.header_bytes > 8);
+    CHECK(read.header_bytes < 512);
+    CHECK(state.parameters[0].shards[0].equal(rows_4_to_7));
+  }
+  SUBCASE("F16 and BF16 files: converted to the state's float32, half the bytes read") {
+    for (auto stored : {cairn::io::dtype::F16, cairn::io::dtype::BF16}) {
+      write(stored, cairn::io::checksums::skip);
+      auto state = rank_state();
+      auto before = cairn::bytes_read();
+      cairn::external::load(state, comm, conv, one_matrix{}, from);
+      CHECK((cairn::bytes_read() - before).tensor_bytes == 64 * 2);
+      CHECK(state.parameters[0].shards[0].equal(rows_4_to_7)); // multiples of 0.25 below 32: exact in both
+    }
+  }
+  SUBCASE("a file cairn wrote: each tensor's checksum checked, so read whole; a corrupt one refused") {
+    write(cairn::io::dtype::F32, cairn::io::checksums::record);
+    auto state = rank_state();
+    auto before = cairn::bytes_read();
+    cairn::external::load(state, comm, conv, one_matrix{}, from);
+    CHECK((cairn::bytes_read() - before).tensor_bytes == 128 * 4);
+    CHECK(state.parameters[0].shards[0].equal(rows_4_to_7));
+    values[3] = -1; // in rows this rank does not load: the checksum still sees it
+    {
+      cairn::io::safetensors_file file(dir / "hf" / "model.safetensors");
+      auto recorded = file.metadata().at(cairn::io::checksum_key("model.w"));
+      cairn::io::safetensors_writer writer(dir / "hf" / "model.safetensors", cairn::io::checksums::skip);
+      writer.set_metadata("format", "pt");
+      writer.set_metadata(cairn::io::checksum_key("model.w"), recorded);
+      writer.add("model.w", cairn::io::dtype::F32, {8, 16}, std::as_bytes(std::span(values)));
+      writer.write();
+    }
+    CHECK_THROWS_WITH_AS(cairn::external::load(state, comm, conv, one_matrix{}, from),
+                         doctest::Contains("checksum does not match"), cairn::checkpoint_error);
+  }
+  SUBCASE("a tensor of another shape is refused, naming the parameter") {
+    std::filesystem::create_directories(dir / "hf");
+    std::ofstream(dir / "hf" / "config.json") << R"({"model_type": "one", "rows": 8})";
+    cairn::io::safetensors_writer writer(dir / "hf" / "model.safetensors", cairn::io::checksums::skip);
+    writer.add("model.w", cairn::io::dtype::F32, {16, 8}, std::as_bytes(std::span(values)));
+    writer.write();
+    auto state = rank_state();
+    CHECK_THROWS_WITH_AS(cairn::external::load(state, comm, conv, one_matrix{}, from),
+                         doctest::Contains("w: has another shape in the checkpoint"), cairn::checkpoint_error);
+  }
 }

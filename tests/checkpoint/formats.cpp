@@ -343,6 +343,10 @@ TEST_CASE("a rank's items: saved in its rank file, checksummed, loaded back; ref
   cairn::set_cpu_generator_state(loaded.items.at("generator"));
   CHECK(at::rand({5}).equal(expected));
   CHECK_KIND(cairn::set_cpu_generator_state("not a generator"), cairn::checkpoint_errc::invalid_state);
+  if (!at::hasCUDA()) { // no CUDA device: said, not crashed
+    CHECK_KIND(static_cast<void>(cairn::cuda_generator_state(0)), cairn::checkpoint_errc::invalid_state);
+    CHECK_KIND(cairn::set_cuda_generator_state(0, "bytes"), cairn::checkpoint_errc::invalid_state);
+  }
   CHECK(cairn::verify_checkpoint(path).problems.empty());
 
   // The whole-tensor formats keep no items; loading one leaves none.

@@ -80,6 +80,12 @@ CAIRN_DECL at::Tensor take_shard(at::Tensor const& whole, shard_layout const& la
 CAIRN_DECL parameter_state& add_parameter(model_state& state, std::string name, at::Tensor const& whole,
                                           shard_layout layout, bool replicated = false);
 
+/// Adds parameter `name` of `shape` to `state`, held as `place` says (`place_on_grid`): every
+/// state shard of it zero, of `options`' type (float32 by default) and device. What a rank
+/// allocates, without the whole tensor, before it loads a checkpoint into it.
+CAIRN_DECL parameter_state& add_parameter(model_state& state, std::string name, std::vector<std::uint64_t> shape,
+                                          placement const& place, at::TensorOptions options = {});
+
 /// A state of whole tensors (one process, or every rank holding everything): each of
 /// `weights` whole, optimizer state shards `optimizer_shards` (say `exp_avg`, `exp_avg_sq`)
 /// zeroed.

@@ -56,7 +56,8 @@ CAIRN_DECL detail::checkpoint_reader::checkpoint_reader(checkpoint_load_metadata
     throw checkpoint_error(
         checkpoint_errc::needs_converter,
         "convert reads the distributed and state_dict formats; the external format needs the model's "
-        "converter (see the example trainer)");
+        "converter: cairn-llama convert for llama, mistral and qwen2, a program's own convert for its model "
+        "(as cairn-train convert)");
   }
   // Layouts that do not tile their parameters are refused before anything is read.
   std::vector<diagnostic> problems;
@@ -326,7 +327,8 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
     throw checkpoint_error(
         checkpoint_errc::needs_converter,
         "convert writes the distributed and state_dict formats; the external format needs the model's "
-        "converter (see the example trainer)");
+        "converter: cairn-llama convert for llama, mistral and qwen2, a program's own convert for its model "
+        "(as cairn-train convert)");
   detail::checkpoint_reader reader(requested.input);
   if (reader.parameters().empty()) // a checkpoint of nothing: its metadata lost its layouts, or was edited
     throw checkpoint_error(checkpoint_errc::invalid_state,

@@ -14,6 +14,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 
 #include <cstdint>
@@ -129,6 +130,18 @@ CAIRN_DECL parameter_state& add_parameter(model_state& state, std::string name, 
   parameter_state p{{std::move(name), std::move(shape), dtype, replicated, std::move(layout)}, {}};
   p.shards.push_back(take_shard(whole, p.layout.shard));
   for (std::size_t i = 1; i < state.shard_names.size(); ++i) p.shards.push_back(at::zeros_like(p.shards.front()));
+  state.parameters.push_back(std::move(p));
+  return state.parameters.back();
+}
+
+CAIRN_DECL parameter_state& add_parameter(model_state& state, std::string name, std::vector<std::uint64_t> shape,
+                                          placement const& place, at::TensorOptions options) {
+  auto dtype = to_dtype(c10::typeMetaToScalarType(options.dtype())); // may throw: before the aggregate
+  auto elements = static_cast<std::int64_t>(place.shard.numel());
+  std::vector<at::Tensor> shards;
+  for (std::size_t i = 0; i < state.shard_names.size(); ++i) shards.push_back(at::zeros({elements}, options));
+  auto shard = place.shard;
+  parameter_state p{{std::move(name), std::move(shape), dtype, place.replicated, std::move(shard)}, std::move(shards)};
   state.parameters.push_back(std::move(p));
   return state.parameters.back();
 }
