@@ -36,9 +36,9 @@ CAIRN_DECL external::converter<model_config> converter(std::string const& model_
         {"model_type", "\"" + model_type + "\" is not a built-in Llama-family type (llama, mistral, qwen2)"}});
   external::config_mapping mapping;
   mapping.constant("architectures", boost::json::array{architecture});
-  for (auto key :
-       {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-        "num_key_value_heads", "rms_norm_eps", "rope_theta", "max_position_embeddings", "tie_word_embeddings", "attention_dropout"})
+  for (auto key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                   "num_key_value_heads", "rms_norm_eps", "rope_theta", "max_position_embeddings",
+                   "tie_word_embeddings", "attention_dropout"})
     mapping.renamed(key, key);
   mapping.computed(
       "head_dim",
