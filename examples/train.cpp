@@ -24,14 +24,14 @@
 #include <cairn/config/yaml.hpp> // --config FILE.yaml, --print-config=yaml
 #endif
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "mlp.hpp" // the model: its configs, data, sharded state and optimizer, its step
+#include "loop.hpp" // the training loop
+#include "mlp.hpp"  // the model: its configs, data, sharded state and optimizer, its step
 
 namespace example {
 
@@ -68,40 +68,14 @@ int train(train_config cfg) {
   trainer model(cfg, comms);                                                    // built from the final config
   auto start = run.start(model.state());
   if (run.started().kind != cairn::start_kind::fresh) model.gather_weights();
-  if (leader && run.started().kind == cairn::start_kind::resumed)
-    std::printf("resumed from %s at iteration %lld\n", run.started().path.c_str(), static_cast<long long>(start));
-  if (leader && run.started().kind == cairn::start_kind::pretrained)
-    std::printf("initialised from %s\n", run.started().path.c_str());
-
-  auto const& training = cfg.training;
-  auto began = std::chrono::steady_clock::now();
-  for (auto it = start + 1; it <= training.train_iters; ++it) {
-    auto loss = model.step(it);
-    if (leader && (training.logs.enabled(it) || it == start + 1 || it == training.train_iters)) {
-      auto ms = 1000 * std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-      std::printf("iteration %lld/%lld: loss %.6f (%.2f ms/iteration)\n", static_cast<long long>(it),
-                  static_cast<long long>(training.train_iters), loss, ms / double(it - start));
-      std::fflush(stdout);
-    }
-    if (training.validation.enabled(it)) {
-      auto validation = model.validate(training.validation.iterations);
-      if (leader) std::printf("iteration %lld: validation loss %.6f\n", static_cast<long long>(it), validation);
-    }
-    if (auto stop = run.step(it, model.state(), {{"loss", loss}})) {
-      auto at = static_cast<long long>(it);
-      if (leader && stop.kind() == cairn::stop_reason::signal)
-        std::printf("stopped by a signal after iteration %lld\n", at);
-      if (leader && stop.kind() == cairn::stop_reason::shutdown) std::printf("shutdown after iteration %lld\n", at);
-      if (leader && stop.kind() == cairn::stop_reason::finished)
-        std::printf("done: %lld iterations, final loss %.6f\n", at, loss);
-      return stop.exit_status();
-    }
-  }
-  run.finish();
-  if (leader)
-    std::printf("nothing to train: resumed at iteration %lld, training.train_iters is %lld\n",
-                static_cast<long long>(start), static_cast<long long>(training.train_iters));
-  return 0;
+  report_start(run, start, leader);
+  return train_loop(
+      run, model.state(), cfg.training, start, leader, [&](std::int64_t it) { return model.step(it); },
+      [&](std::int64_t it) {
+        if (!cfg.training.validation.enabled(it)) return;
+        auto validation = model.validate(cfg.training.validation.iterations);
+        if (leader) std::printf("iteration %lld: validation loss %.6f\n", static_cast<long long>(it), validation);
+      });
 }
 
 /// `cairn-train convert key=value…`: `cairn convert`, plus the external format through this

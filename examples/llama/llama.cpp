@@ -26,7 +26,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -35,7 +34,8 @@
 #include <string_view>
 #include <vector>
 
-#include "model.hpp" // the model: its configs, data, forward pass and trainer
+#include "../loop.hpp" // the training loop
+#include "model.hpp"   // the model: its configs, data, forward pass and trainer
 
 namespace example {
 
@@ -204,36 +204,10 @@ int train(llama_config cfg) {
   llama_trainer model(cfg, comms);
   auto start = run.start(model.state());
   model.started(run.started());
-  if (leader && run.started().kind == cairn::start_kind::resumed)
-    std::printf("resumed from %s at iteration %lld\n", run.started().path.c_str(), static_cast<long long>(start));
-  if (leader && run.started().kind == cairn::start_kind::pretrained)
-    std::printf("initialised from %s\n", run.started().path.c_str());
-
-  auto const& training = cfg.training;
-  auto began = std::chrono::steady_clock::now();
-  for (auto it = start + 1; it <= training.train_iters; ++it) {
-    auto loss = model.step(it);
-    if (leader && (training.logs.enabled(it) || it == start + 1 || it == training.train_iters)) {
-      auto ms = 1000 * std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-      std::printf("iteration %lld/%lld: loss %.6f (%.2f ms/iteration)\n", static_cast<long long>(it),
-                  static_cast<long long>(training.train_iters), loss, ms / double(it - start));
-      std::fflush(stdout);
-    }
-    if (auto stop = run.step(it, model.state(), {{"loss", loss}})) {
-      auto at = static_cast<long long>(it);
-      if (leader && stop.kind() == cairn::stop_reason::signal)
-        std::printf("stopped by a signal after iteration %lld\n", at);
-      if (leader && stop.kind() == cairn::stop_reason::shutdown) std::printf("shutdown after iteration %lld\n", at);
-      if (leader && stop.kind() == cairn::stop_reason::finished)
-        std::printf("done: %lld iterations, final loss %.6f\n", at, loss);
-      return stop.exit_status();
-    }
-  }
-  run.finish();
-  if (leader)
-    std::printf("nothing to train: resumed at iteration %lld, training.train_iters is %lld\n",
-                static_cast<long long>(start), static_cast<long long>(training.train_iters));
-  return 0;
+  report_start(run, start, leader);
+  return train_loop(
+      run, model.state(), cfg.training, start, leader, [&](std::int64_t it) { return model.step(it); },
+      [](std::int64_t) {});
 }
 
 /// `cairn-llama convert ... parallel.*=...` on as many ranks as the layout has: the distributed

@@ -1,0 +1,54 @@
+#pragma once
+// The training loop both example trainers (cairn-train, cairn-llama) run once their run has
+// started: a step per iteration, its loss logged, saves, exports and stops as the run says.
+
+#include <cairn/cairn.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+
+namespace example {
+
+/// Says on the leader how the run started: resumed, or initialised from `pretrained`.
+inline void report_start(cairn::training_run const& run, std::int64_t start, bool leader) {
+  if (leader && run.started().kind == cairn::start_kind::resumed)
+    std::printf("resumed from %s at iteration %lld\n", run.started().path.c_str(), static_cast<long long>(start));
+  if (leader && run.started().kind == cairn::start_kind::pretrained)
+    std::printf("initialised from %s\n", run.started().path.c_str());
+}
+
+/// Trains iterations `start + 1` to `training.train_iters`: `step(iteration)` trains one and
+/// returns its loss, `then(iteration)` runs after it is logged (validation, say); `run.step`
+/// saves `state` on its schedules and says when to stop. The process's exit status.
+template <class Step, class Then> int train_loop(cairn::training_run& run, cairn::model_state const& state,
+                                                 cairn::training_config const& training, std::int64_t start,
+                                                 bool leader, Step step, Then then) {
+  auto began = std::chrono::steady_clock::now();
+  for (auto it = start + 1; it <= training.train_iters; ++it) {
+    double loss = step(it);
+    if (leader && (training.logs.enabled(it) || it == start + 1 || it == training.train_iters)) {
+      auto ms = 1000 * std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      std::printf("iteration %lld/%lld: loss %.6f (%.2f ms/iteration)\n", static_cast<long long>(it),
+                  static_cast<long long>(training.train_iters), loss, ms / double(it - start));
+      std::fflush(stdout);
+    }
+    then(it);
+    if (auto stop = run.step(it, state, {{"loss", loss}})) {
+      auto at = static_cast<long long>(it);
+      if (leader && stop.kind() == cairn::stop_reason::signal)
+        std::printf("stopped by a signal after iteration %lld\n", at);
+      if (leader && stop.kind() == cairn::stop_reason::shutdown) std::printf("shutdown after iteration %lld\n", at);
+      if (leader && stop.kind() == cairn::stop_reason::finished)
+        std::printf("done: %lld iterations, final loss %.6f\n", at, loss);
+      return stop.exit_status();
+    }
+  }
+  run.finish();
+  if (leader)
+    std::printf("nothing to train: resumed at iteration %lld, training.train_iters is %lld\n",
+                static_cast<long long>(start), static_cast<long long>(training.train_iters));
+  return 0;
+}
+
+} // namespace example
