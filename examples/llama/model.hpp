@@ -239,8 +239,7 @@ inline std::string generated_corpus(std::uint64_t seed, std::int64_t bytes) {
 
 /// Reads the corpus in order: each iteration's batch is `batch_size` consecutive windows of
 /// `sequence_length + 1` bytes from the loader's position, which then moves on by `batch_size *
-/// sequence_length` (round to the start at the end). Its position is its state, saved with
-/// every checkpoint as the item "data".
+/// sequence_length` (round to the start at the end). Its position is its state.
 class text_loader {
 public:
   text_loader(text_config const& cfg, std::uint64_t seed)
@@ -269,26 +268,10 @@ public:
     for (std::int64_t i = 0; i < iterations % n; ++i) position_ = (position_ + step) % n; // n iterations: a cycle
   }
 
-  /// The loader's state as JSON text: {"position": ..., "corpus_bytes": ...}.
-  [[nodiscard]] std::string state() const {
-    return boost::json::serialize(boost::json::object{{"position", position_}, {"corpus_bytes", text_.size()}});
-  }
-
-  /// Restores a `state()`: a checkpoint_error naming the item when it is not one of this corpus.
-  void restore(std::string const& state) {
-    boost::system::error_code ec;
-    auto value = boost::json::parse(state, ec);
-    auto const* object = ec ? nullptr : value.if_object();
-    auto const* position = object ? object->if_contains("position") : nullptr;
-    auto const* bytes = object ? object->if_contains("corpus_bytes") : nullptr;
-    auto n = static_cast<std::int64_t>(text_.size());
-    if (!position || !position->is_int64() || !bytes || !bytes->is_int64() || bytes->as_int64() != n ||
-        position->as_int64() < 0 || position->as_int64() >= n)
-      throw cairn::checkpoint_error(cairn::checkpoint_errc::invalid_state,
-                                    "item 'data': not a position in this run's corpus of " + std::to_string(n) +
-                                        " bytes (data.corpus_bytes): " + state.substr(0, 200));
-    position_ = position->as_int64();
-  }
+  [[nodiscard]] std::int64_t position() const noexcept { return position_; }
+  [[nodiscard]] std::int64_t size() const noexcept { return static_cast<std::int64_t>(text_.size()); }
+  /// Moves to `position`, a place in the corpus.
+  void move_to(std::int64_t position) { position_ = position % size(); }
 
 private:
   text_config cfg_;
@@ -332,25 +315,77 @@ public:
 
   cairn::model_state& state() noexcept { return state_; }
 
-  /// After `training_run::start`: the blocks from the loaded shards, and the generator and the
-  /// corpus position from the checkpoint's items when it was resumed (from the seed and the
-  /// iteration, with a warning, when it holds none for this rank), else from the seed.
+  /// After `training_run::start`: the blocks from the loaded shards, and, when it resumed, the
+  /// dropout generator and the corpus position from the checkpoint's items. Every rank decides
+  /// alike: when some rank's items are missing (an earlier cairn's checkpoint, or one of
+  /// another number of ranks), or were saved as another data-parallel rank, every generator
+  /// starts from the seed and the position follows from the iteration, with a warning; so too
+  /// the position alone when the corpus changed (seed, data.corpus_bytes). Positions the ranks
+  /// disagree on are a corrupt checkpoint. Otherwise (a fresh start, pretrained) from the seed.
   void started(cairn::run_start const& start) {
     if (start.kind != cairn::start_kind::fresh) gather_blocks(blocks_, state_, comms_.data, zero_stage(), device_);
     auto items = std::exchange(state_.items, {});
     seed_generator();
     if (start.kind != cairn::start_kind::resumed) return;
-    if (auto found = items.find("data"); found != items.end())
-      loader_.restore(found->second);
-    else
-      loader_.seek(start.iteration);
+    auto data = items.find("data");
     auto generator = items.find(generator_item());
-    if (generator != items.end())
-      restore_generator(generator->second);
-    else if (comms_.world.rank() == 0)
-      cairn::emit(cairn::severity::warning,
-                  {start.path.string(), "holds no generator state for these ranks (saved by an earlier cairn, or by "
-                                        "another number of ranks): dropout starts again from the seed"});
+    std::string why; // why this rank's items cannot be used
+    bool same_corpus = false;
+    std::int64_t position = 0;
+    if (data == items.end() || generator == items.end()) {
+      why = "holds no generator state or corpus position for some ranks (an earlier cairn's checkpoint, or one of "
+            "another number of ranks)";
+    } else {
+      auto saved = parse_data_item(data->second);
+      if (saved.at("data_rank").as_int64() != comms_.at.data || saved.at("data_ranks").as_int64() != comms_.data.size())
+        why = "was saved on another grid (rank " + std::to_string(comms_.world.rank()) + " was data-parallel rank " +
+              std::to_string(saved.at("data_rank").as_int64()) + " of " +
+              std::to_string(saved.at("data_ranks").as_int64()) + ")";
+      same_corpus = saved.at("corpus_bytes").as_int64() == loader_.size() &&
+                    saved.at("seed").as_int64() == static_cast<std::int64_t>(cfg_.seed);
+      position = saved.at("position").as_int64();
+    }
+    // Every rank's verdict: how many can restore their generator, how many their position, and
+    // the range of the positions.
+    auto usable = why.empty();
+    auto counts =
+        at::tensor({std::int64_t{usable}, std::int64_t{usable && same_corpus}}, at::kLong).to(comms_.world.device());
+    comms_.world.all_reduce(counts, cairn::comm::reduce_op::sum);
+    auto range = at::tensor({usable ? position : 0, usable ? -position : 0}, at::kLong).to(comms_.world.device());
+    comms_.world.all_reduce(range, cairn::comm::reduce_op::max);
+    counts = counts.to(at::kCPU);
+    range = range.to(at::kCPU);
+    auto world = static_cast<std::int64_t>(comms_.world.size());
+    bool leader = comms_.world.rank() == 0;
+    if (counts[0].item<std::int64_t>() < world) {
+      if (leader)
+        cairn::emit(
+            cairn::severity::warning,
+            {start.path.string(),
+             (why.empty() ? "holds items that " + std::to_string(world - counts[0].item<std::int64_t>()) + " of " +
+                                std::to_string(world) + " ranks cannot use (missing, or saved on another grid)"
+                          : why) +
+                 ": dropout starts again from the seed, the corpus at iteration " + std::to_string(start.iteration)});
+      loader_.seek(start.iteration);
+      return;
+    }
+    restore_generator(generator->second);
+    if (counts[1].item<std::int64_t>() < world) {
+      if (leader)
+        cairn::emit(cairn::severity::warning,
+                    {start.path.string(), "was saved reading another corpus (seed or data.corpus_bytes changed): "
+                                          "reading this one from iteration " +
+                                              std::to_string(start.iteration)});
+      loader_.seek(start.iteration);
+      return;
+    }
+    if (range[0].item<std::int64_t>() != -range[1].item<std::int64_t>())
+      throw cairn::checkpoint_error(cairn::checkpoint_errc::invalid_state,
+                                    start.path.string() +
+                                        ": its ranks' items 'data' disagree on the corpus position (" +
+                                        std::to_string(-range[1].item<std::int64_t>()) + " to " +
+                                        std::to_string(range[0].item<std::int64_t>()) + ")");
+    loader_.move_to(position);
   }
 
   /// One iteration: forward and backward on this data-parallel rank's rows of the batch,
@@ -374,7 +409,11 @@ public:
       loss.backward();
     }
     update(blocks_, state_, comms_.data, cfg_.optimizer, iteration, zero_stage(), device_);
-    state_.items["data"] = loader_.state();
+    state_.items["data"] = boost::json::serialize(boost::json::object{{"position", loader_.position()},
+                                                                      {"corpus_bytes", loader_.size()},
+                                                                      {"seed", static_cast<std::int64_t>(cfg_.seed)},
+                                                                      {"data_rank", comms_.at.data},
+                                                                      {"data_ranks", comms_.data.size()}});
     state_.items[generator_item()] = generator_state();
     auto total = rows > 0 ? loss.detach().reshape({1}).to(comms_.data.device())
                           : at::zeros({1}, at::TensorOptions(comms_.data.device()));
@@ -388,6 +427,21 @@ private:
     return {comms_.tensor, device_, vocab_begin_, cfg_.model.attention_dropout};
   }
   [[nodiscard]] bool cuda() const { return device_.is_cuda(); }
+  /// The item "data" a save of this trainer wrote: its corpus position, the corpus's size and
+  /// seed, the rank's place on the data-parallel axis. A checkpoint_error naming it otherwise.
+  [[nodiscard]] boost::json::object parse_data_item(std::string const& text) const {
+    boost::system::error_code ec;
+    auto value = boost::json::parse(text, ec);
+    auto const* object = ec ? nullptr : value.if_object();
+    bool fits = object != nullptr;
+    for (auto key : {"position", "corpus_bytes", "seed", "data_rank", "data_ranks"})
+      fits = fits && object->contains(key) && object->at(key).is_int64();
+    if (!fits || object->at("position").as_int64() < 0 ||
+        object->at("position").as_int64() >= object->at("corpus_bytes").as_int64())
+      throw cairn::checkpoint_error(cairn::checkpoint_errc::invalid_state,
+                                    "item 'data': not a corpus position of cairn-llama: " + text.substr(0, 200));
+    return *object;
+  }
   [[nodiscard]] std::string generator_item() const { return cuda() ? "cuda_generator" : "generator"; }
   [[nodiscard]] std::string generator_state() const {
     return cuda() ? cairn::cuda_generator_state(device_.index()) : cairn::cpu_generator_state();

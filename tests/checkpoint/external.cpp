@@ -6,6 +6,7 @@
 #include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/checkpoint/state.hpp>
+#include <cairn/checkpoint/verify.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/io/index.hpp>
 #include <cairn/io/safetensors.hpp>
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <numeric>
 
 #include "../error_kind.hpp"
 #include "../io/temp_dir.hpp"
@@ -362,6 +364,38 @@ TEST_CASE("an import reads each rank's rows of a renamed tensor where they lie, 
     CHECK_THROWS_WITH_AS(cairn::external::load(state, comm, conv, one_matrix{}, from),
                          doctest::Contains("checksum does not match"), cairn::checkpoint_error);
   }
+  SUBCASE("a second copy of a tensor in another file, or one the index does not map: refused, naming both") {
+    std::filesystem::create_directories(dir / "hf");
+    std::ofstream(dir / "hf" / "config.json") << R"({"model_type": "one", "rows": 8})";
+    std::vector<float> other(values.size(), 0.5f);
+    for (auto [name, data] : {std::pair{"model-00001-of-00002.safetensors", &other},
+                              std::pair{"model-00002-of-00002.safetensors", &values}}) {
+      cairn::io::safetensors_writer writer(dir / "hf" / name, cairn::io::checksums::skip);
+      writer.add("model.w", cairn::io::dtype::F32, {8, 16}, std::as_bytes(std::span(*data)));
+      if (data == &values) {
+        writer.add("model.extra", cairn::io::dtype::F32, {2}, std::as_bytes(std::span(*data)).first(8));
+        writer.add("model.unlisted", cairn::io::dtype::F32, {2}, std::as_bytes(std::span(*data)).first(8));
+      }
+      writer.write();
+    }
+    cairn::io::safetensors_index index;
+    index.weight_map = {{"model.w", "model-00001-of-00002.safetensors"},
+                        {"model.extra", "model-00002-of-00002.safetensors"}};
+    cairn::io::write_index(dir / "hf" / "model.safetensors.index.json", index);
+    auto state = rank_state();
+    CHECK_THROWS_WITH_AS(
+        cairn::external::load(state, comm, conv, one_matrix{}, from),
+        doctest::Contains(
+            "model.w: in two files, model-00002-of-00002.safetensors and model-00001-of-00002.safetensors"),
+        cairn::checkpoint_error);
+    auto report = cairn::verify_checkpoint(dir / "hf");
+    auto problems = std::accumulate(report.problems.begin(), report.problems.end(), std::string(),
+                                    [](std::string a, std::string const& b) { return a + b + "\n"; });
+    CHECK(problems.find("holds a second copy of 'model.w', which model.safetensors.index.json maps to "
+                        "model-00001-of-00002.safetensors") != std::string::npos);
+    CHECK(problems.find("holds 'model.unlisted', which model.safetensors.index.json does not map") !=
+          std::string::npos);
+  }
   SUBCASE("a tensor of another shape is refused, naming the parameter") {
     std::filesystem::create_directories(dir / "hf");
     std::ofstream(dir / "hf" / "config.json") << R"({"model_type": "one", "rows": 8})";
@@ -372,4 +406,13 @@ TEST_CASE("an import reads each rank's rows of a renamed tensor where they lie, 
     CHECK_THROWS_WITH_AS(cairn::external::load(state, comm, conv, one_matrix{}, from),
                          doctest::Contains("w: has another shape in the checkpoint"), cairn::checkpoint_error);
   }
+}
+
+TEST_CASE("an external save without the model's weights is refused: the format holds nothing else") {
+  CHECK_THROWS_WITH_AS(cairn::from_json<cairn::checkpoint_save_config>(
+                           boost::json::object{{"path", "out"}, {"format", "external"}, {"model_weights", false}}),
+                       doctest::Contains("model_weights: is false, but the external format holds the model's weights"),
+                       cairn::config_error);
+  CHECK_NOTHROW(cairn::from_json<cairn::checkpoint_save_config>(
+      boost::json::object{{"path", "out"}, {"format", "external"}, {"model_weights", true}}));
 }

@@ -74,6 +74,33 @@ if "$python" "$rank_files" same "$work/one.straight/checkpoints/20" "$work/old/c
 fi
 echo "warned, and dropout drew other masks"
 
+echo "== items the ranks cannot all use: every generator from the seed, with a warning"
+resume_from() { # NAME SOURCE_CHECKPOINT LAUNCH... : resumes a copy of SOURCE to iteration 8
+  name=$1 source=$2
+  shift 2
+  mkdir -p "$work/$name/checkpoints"
+  cp -r "$source" "$work/$name/checkpoints/"
+  "$@" run.experiment_dir="$work/$name" training.train_iters=8 training.checkpoint.interval=4 \
+    model.attention_dropout=0.2 >"$work/$name.log" 2>&1 || fail "$name: $(cat "$work/$name.log")"
+  grep -q "resumed from .*checkpoints/4 at iteration 4" "$work/$name.log" || fail "$name did not resume"
+}
+# The same 4 ranks as data-parallel ranks 0 to 3: the generators of TP=2 x DP=2 were per
+# data-parallel rank, two ranks' each.
+resume_from regrid "$work/grid.resumed/checkpoints/4" "$tool" launch -n 4 -- "$llama" parallel.data=4
+grep -q "was saved on another grid" "$work/regrid.log" || fail "regrid: no warning"
+# One rank's items gone: all start from the seed, as a fresh TP=2 x DP=2 run's generators would.
+mkdir -p "$work/partial.source"
+cp -r "$work/grid.resumed/checkpoints/4" "$work/partial.source/"
+"$python" "$rank_files" strip-items "$work/partial.source/4" 2
+resume_from partial "$work/partial.source/4" "$tool" launch -n 4 -- "$llama" parallel.tensor=2 parallel.data=2 \
+  parallel.zero_stage=1
+grep -q "holds items that 1 of 4 ranks cannot use" "$work/partial.log" || fail "partial: no warning"
+# Another seed: another corpus, read from the iteration's position, with a warning.
+resume_from reseeded "$work/grid.resumed/checkpoints/4" "$tool" launch -n 4 -- "$llama" parallel.tensor=2 \
+  parallel.data=2 parallel.zero_stage=1 seed=7
+grep -q "was saved reading another corpus" "$work/reseeded.log" || fail "reseeded: no warning"
+echo "another grid, one rank's items missing, another corpus: each warned"
+
 echo "== exports against the reference"
 export_check() { # NAME TYPE TOKENS LAUNCH... : trains 4 iterations, checkpoints and exports at 4
   name=$1 type=$2 tokens=$3

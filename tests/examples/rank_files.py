@@ -4,9 +4,11 @@
     rank_files.py same DIR_A DIR_B   every rank file holds the same tensors (bytes) and the same
                                      header metadata, items included, but the save's random
                                      identity (cairn.save_id); exit 1 naming what differs
-    rank_files.py strip-items DIR    makes DIR what a cairn without items saved: no item in the
-                                     rank files' headers (tensors untouched), and its completion
-                                     marker as such a cairn wrote it (each file's size alone)
+    rank_files.py strip-items DIR [RANK]
+                                     makes DIR what a cairn without items saved: no item in the
+                                     rank files' headers (rank RANK's alone, if given; tensors
+                                     untouched), and its completion marker as such a cairn wrote
+                                     it (each file's size alone)
 """
 import glob
 import json
@@ -42,8 +44,9 @@ def same(a, b):
     return 1 if problems else 0
 
 
-def strip_items(directory):
-    for path in glob.glob(os.path.join(directory, "rank_*.safetensors")):
+def strip_items(directory, rank=None):
+    pattern = "rank_%d.safetensors" % rank if rank is not None else "rank_*.safetensors"
+    for path in glob.glob(os.path.join(directory, pattern)):
         header, data = read(path)
         metadata = header["__metadata__"]
         for key in [k for k in metadata if k.startswith("cairn.item")]:
@@ -62,7 +65,7 @@ def strip_items(directory):
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "same":
         sys.exit(same(sys.argv[2], sys.argv[3]))
-    if len(sys.argv) == 3 and sys.argv[1] == "strip-items":
-        sys.exit(strip_items(sys.argv[2]))
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "strip-items":
+        sys.exit(strip_items(sys.argv[2], *[int(r) for r in sys.argv[3:]]))
     print(__doc__)
     sys.exit(2)

@@ -111,6 +111,9 @@ constexpr auto cairn_fields(checkpoint_save_options_mixin const*) {
 namespace detail {
 /// Optimizer state in a format that cannot hold it is refused before launch, not at the save.
 CAIRN_DECL void check_state_fits_format(checkpoint_format format, bool optimizer_state, validation& v);
+/// The same for a save: the external format also needs the model's weights (it holds nothing else).
+CAIRN_DECL void check_save_fits_format(checkpoint_format format, bool model_weights, bool optimizer_state,
+                                       validation& v);
 } // namespace detail
 
 // --- composed configs ---------------------------------------------------------------------------
@@ -125,7 +128,7 @@ BOOST_DESCRIBE_STRUCT(checkpoint_save_metadata_config, (checkpoint_path_mixin, c
 
 /// Everything a save needs.
 struct checkpoint_save_config : checkpoint_save_metadata_config, checkpoint_state_mixin, checkpoint_save_options_mixin {
-  void validate(validation& v) { detail::check_state_fits_format(format, optimizer_state, v); }
+  void validate(validation& v) { detail::check_save_fits_format(format, model_weights, optimizer_state, v); }
 };
 BOOST_DESCRIBE_STRUCT(checkpoint_save_config,
                       (checkpoint_save_metadata_config, checkpoint_state_mixin, checkpoint_save_options_mixin), ())

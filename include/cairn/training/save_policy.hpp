@@ -71,7 +71,7 @@ struct export_config : checkpoint_base_config,
   /// The full save config of the export at `path`.
   [[nodiscard]] checkpoint_save_config save_config(std::filesystem::path path) const;
 
-  void validate(validation& v) { detail::check_state_fits_format(format, optimizer_state, v); }
+  void validate(validation& v) { detail::check_save_fits_format(format, model_weights, optimizer_state, v); }
 };
 BOOST_DESCRIBE_STRUCT(export_config,
                       (checkpoint_base_config, checkpoint_format_mixin, checkpoint_state_mixin,

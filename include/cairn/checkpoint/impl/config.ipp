@@ -25,6 +25,13 @@ CAIRN_DECL void check_state_fits_format(checkpoint_format format, bool optimizer
     v.error("optimizer_state", "the external format cannot hold optimizer state; use distributed or state_dict");
 }
 
+CAIRN_DECL void check_save_fits_format(checkpoint_format format, bool model_weights, bool optimizer_state,
+                                       validation& v) {
+  check_state_fits_format(format, optimizer_state, v);
+  if (!model_weights && format == checkpoint_format::external)
+    v.error("model_weights", "is false, but the external format holds the model's weights and nothing else");
+}
+
 CAIRN_DECL boost::json::value merge_load_flags(boost::json::object const& old) {
   auto flag = [&](char const* key) {
     auto const* value = old.if_contains(key);

@@ -437,6 +437,22 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
   for (auto const& [name, file] : file_of)
     if (!used.contains(name))
       loader.problem(name, "in the checkpoint but not mapped by the " + model_type + " converter");
+  // Every tensor of the files where the index says: a second copy in another file is one that
+  // transformers may load instead (it loads every file), so the two readers would differ.
+  std::set<std::string> file_names;
+  for (auto const& [name, file] : file_of) file_names.insert(file);
+  for (auto const& file_name : file_names) {
+    try {
+      for (auto const& t : loader.file(config.path / file_name).tensors())
+        if (auto mapped = file_of.find(t.name); mapped == file_of.end())
+          loader.problem(t.name, "in " + file_name + ", which model.safetensors.index.json does not map");
+        else if (mapped->second != file_name)
+          loader.problem(t.name, "in two files, " + file_name + " and " + mapped->second +
+                                     " (the index maps it there): which copy is the model's?");
+    } catch (error const& e) {
+      loader.problem(file_name, e.what());
+    }
+  }
   loader.agree(comm);
   state.items.clear(); // whole tensors, no rank's items
 }

@@ -195,6 +195,22 @@ CAIRN_DECL void verify_indexes(std::filesystem::path const& dir, std::vector<std
         else if (at->second && !at->second->find(tensor))
           problems.push_back(entry.path().string() + ": '" + tensor + "' is not in " + file_name);
       }
+      // And every tensor of those files where the index says: a second copy elsewhere is one
+      // reader loads and another does not (transformers loads every file, the last copy winning).
+      bool external =
+          entry.path().filename() == "model.safetensors.index.json"; // cairn's own: checked with its metadata
+      for (auto const& [file_name, file] : files) {
+        if (!file || !external) continue;
+        for (auto const& t : file->tensors()) {
+          auto mapped = index.weight_map.find(t.name);
+          if (mapped == index.weight_map.end())
+            problems.push_back(file->path().string() + ": holds '" + t.name + "', which " +
+                               entry.path().filename().string() + " does not map");
+          else if (mapped->second != file_name)
+            problems.push_back(file->path().string() + ": holds a second copy of '" + t.name + "', which " +
+                               entry.path().filename().string() + " maps to " + mapped->second);
+        }
+      }
     } catch (error const& e) {
       problems.emplace_back(e.what());
     }
