@@ -146,6 +146,14 @@ TEST_CASE("config.json files as transformers writes them are read, and what the 
   };
   CHECK(refused("rope", R"("rope_scaling": null)", R"("rope_scaling": {"type": "linear", "factor": 2.0})")
             .find("'rope_scaling' must be null") != std::string::npos);
+  CHECK(refused("rope", R"("rope_scaling": null)", R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0})")
+            .find("'rope_scaling' must be null") != std::string::npos);
+  { // transformers' explicit default is no scaling
+    std::string text = tiny_llama;
+    std::string from = R"("rope_scaling": null)";
+    text.replace(text.find(from), from.size(), R"("rope_scaling": {"rope_type": "default"})");
+    CHECK_NOTHROW(static_cast<void>(cairn::external::load_config(conv, with_config(dir / "rope_default", text))));
+  }
   CHECK(refused("act", R"("hidden_act": "silu")", R"("hidden_act": "gelu")").find("'hidden_act' must be \"silu\"") !=
         std::string::npos);
   CHECK(refused("tp", R"("pretraining_tp": 1)", R"("pretraining_tp": 2)").find("'pretraining_tp' must be 1") !=

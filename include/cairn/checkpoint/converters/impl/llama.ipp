@@ -49,7 +49,21 @@ CAIRN_DECL external::converter<model_config> converter(std::string const& model_
       [](boost::json::value const& v, boost::json::object& ours) {
         if (!v.is_null()) ours["head_dim"] = v;
       });
-  mapping.constant("hidden_act", "silu").constant("rope_scaling", nullptr);
+  mapping.constant("hidden_act", "silu");
+  // Rotary scaling is not implemented: null, or transformers' explicit {"rope_type": "default"}.
+  mapping.computed(
+      "rope_scaling", [](boost::json::object const&) -> boost::json::value { return nullptr; },
+      [](boost::json::value const& v, boost::json::object&) {
+        auto const* object = v.if_object();
+        auto const* type = object ? object->if_contains("rope_type") : nullptr;
+        if (object && !type) type = object->if_contains("type");
+        bool plain = v.is_null() || (object && type && *type == "default");
+        if (!plain)
+          throw checkpoint_error(checkpoint_errc::mismatch,
+                                 "'rope_scaling' must be null or {\"rope_type\": \"default\"} (scaled rotary "
+                                 "embeddings are not implemented), got " +
+                                     cairn::detail::compact(v));
+      });
   // Left out or null, num_key_value_heads is num_attention_heads (Llama 1's configs), as
   // transformers takes it; Mistral's sliding_window, left out, is transformers' 4096.
   mapping.after_reading([mistral = model_type == "mistral"](boost::json::object& ours) {
