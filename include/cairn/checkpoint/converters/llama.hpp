@@ -55,9 +55,10 @@ namespace cairn::llama {
 /// The converter of `model_type`: "llama", "mistral" or "qwen2"; a config_error naming
 /// `model_type` otherwise.
 /// - Read, a config.json is refused, each key named, where it asks for what the model does not
-///   implement: `rope_scaling` (but transformers' explicit default), an activation other than SiLU, `mlp_bias`, `pretraining_tp`
-///   other than 1, a sliding window shorter than `max_position_embeddings` (Qwen2's
-///   `use_sliding_window`), another architecture; keys it does not know are refused too.
+///   implement: `rope_scaling` (but transformers' explicit default), an activation other than
+///   SiLU, `mlp_bias`, `pretraining_tp` other than 1, a sliding window shorter than
+///   `max_position_embeddings` (Qwen2's `use_sliding_window`), another architecture; keys it
+///   does not know are refused too.
 ///   Generation settings (token ids, `use_cache`), `torch_dtype`, `initializer_range` and
 ///   `transformers_version` are skipped.
 /// - Written, a model the type cannot describe is refused: a Llama whose q, k, v and output
