@@ -71,6 +71,9 @@ int logits(std::vector<std::int64_t> const& tokens, llama_config cfg) {
   auto const& pretrained = cfg.pretrained;
   if (pretrained.path.empty())
     throw cairn::config_error(std::vector<cairn::diagnostic>{{"pretrained.path", "required: the model to run"}});
+  if (!pretrained.model_weights)
+    throw cairn::config_error(
+        std::vector<cairn::diagnostic>{{"pretrained.model_weights", "is false: the logits need the model's weights"}});
   auto model = cfg.model;
   std::optional<cairn::external::converter<cairn::llama::model_config>> conv;
   if (pretrained.format == cairn::checkpoint_format::external) {

@@ -396,6 +396,30 @@ TEST_CASE("an import reads each rank's rows of a renamed tensor where they lie, 
     CHECK(problems.find("holds 'model.unlisted', which model.safetensors.index.json does not map") !=
           std::string::npos);
   }
+  SUBCASE("an index naming one file two ways (\"./a\" and \"a\") names one file") {
+    std::filesystem::create_directories(dir / "hf");
+    std::ofstream(dir / "hf" / "config.json") << R"({"model_type": "one", "rows": 8})";
+    {
+      cairn::io::safetensors_writer writer(dir / "hf" / "model-00001-of-00001.safetensors", cairn::io::checksums::skip);
+      writer.add("model.w", cairn::io::dtype::F32, {8, 16}, std::as_bytes(std::span(values)));
+      writer.add("model.v", cairn::io::dtype::F32, {8, 16}, std::as_bytes(std::span(values)));
+      writer.write();
+    }
+    cairn::io::safetensors_index index;
+    index.weight_map = {{"model.w", "./model-00001-of-00001.safetensors"},
+                        {"model.v", "model-00001-of-00001.safetensors"}};
+    cairn::io::write_index(dir / "hf" / "model.safetensors.index.json", index);
+    auto two = conv;
+    two.weights = [](one_matrix const&) {
+      return std::vector<cairn::external::weight_rule>{cairn::external::renamed("w", "model.w"),
+                                                       cairn::external::renamed("v", "model.v")};
+    };
+    auto state = rank_state();
+    cairn::add_parameter(state, "v", {8, 16}, cairn::place_on_grid({8, 16}, cairn::tensor_split::rows, 1, 2, 0, 1, 0));
+    cairn::external::load(state, comm, two, one_matrix{}, from);
+    CHECK(state.parameters[1].shards[0].equal(rows_4_to_7));
+    CHECK(cairn::verify_checkpoint(dir / "hf").ok());
+  }
   SUBCASE("a tensor of another shape is refused, naming the parameter") {
     std::filesystem::create_directories(dir / "hf");
     std::ofstream(dir / "hf" / "config.json") << R"({"model_type": "one", "rows": 8})";
@@ -415,4 +439,16 @@ TEST_CASE("an external save without the model's weights is refused: the format h
                        cairn::config_error);
   CHECK_NOTHROW(cairn::from_json<cairn::checkpoint_save_config>(
       boost::json::object{{"path", "out"}, {"format", "external"}, {"model_weights", true}}));
+  // A config filled in by hand, never validated: refused by the save itself, before any file.
+  temp_dir dir;
+  tiny_model model;
+  auto state = tiny_state(model, false, true);
+  cairn::checkpoint_save_config save;
+  save.path = dir / "out";
+  save.format = cairn::checkpoint_format::external;
+  save.model_weights = false;
+  save.optimizer_state = false;
+  CHECK_THROWS_WITH_AS(cairn::external::save(state, comm, tiny_converter(), model, save),
+                       doctest::Contains("model_weights: is false"), cairn::config_error);
+  CHECK_FALSE(std::filesystem::exists(dir / "out"));
 }

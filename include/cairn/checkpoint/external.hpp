@@ -154,6 +154,10 @@ Model load_config(converter<Model> const& conv, std::filesystem::path const& pat
   } catch (config_error const& e) { // the model's checks, said in config.json's terms
     std::vector<diagnostic> named;
     for (auto const& d : e.errors()) {
+      if (d.path == file.string()) { // the mapping's own, already naming the file
+        named.push_back(d);
+        continue;
+      }
       auto key = conv.config.theirs_of(d.path);
       named.push_back({file.string() + ": " + key, d.message + (key != d.path ? " (the model's " + d.path + ")" : "")});
     }

@@ -315,6 +315,9 @@ CAIRN_DECL save_plan plan(model_state const& state, comm::communicator_ref comm,
 CAIRN_DECL void save(model_state const& state, comm::communicator_ref comm, std::string const& model_type,
                      std::vector<weight_rule> const& rules, boost::json::object const& external_config,
                      checkpoint_save_config const& config) {
+  if (!config.model_weights) // what validation says of a parsed config, for one filled in by hand
+    throw config_error(std::vector<diagnostic>{
+        {"model_weights", "is false, but the external format holds the model's weights and nothing else"}});
   auto planned = plan(state, comm, model_type, rules, external_config, config);
   progress_scope progress("exporting", config.path.string(),
                           planned.bytes_per_rank(comm.size())[static_cast<std::size_t>(comm.rank())]);
@@ -439,14 +442,16 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
       loader.problem(name, "in the checkpoint but not mapped by the " + model_type + " converter");
   // Every tensor of the files where the index says: a second copy in another file is one that
   // transformers may load instead (it loads every file), so the two readers would differ.
+  // (A file the index names two ways, "./a" and "a", is one file.)
+  auto normal = [](std::string const& name) { return std::filesystem::path(name).lexically_normal().string(); };
   std::set<std::string> file_names;
-  for (auto const& [name, file] : file_of) file_names.insert(file);
+  for (auto const& [name, file] : file_of) file_names.insert(normal(file));
   for (auto const& file_name : file_names) {
     try {
       for (auto const& t : loader.file(config.path / file_name).tensors())
         if (auto mapped = file_of.find(t.name); mapped == file_of.end())
           loader.problem(t.name, "in " + file_name + ", which model.safetensors.index.json does not map");
-        else if (mapped->second != file_name)
+        else if (normal(mapped->second) != file_name)
           loader.problem(t.name, "in two files, " + file_name + " and " + mapped->second +
                                      " (the index maps it there): which copy is the model's?");
     } catch (error const& e) {

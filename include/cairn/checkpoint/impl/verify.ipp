@@ -206,7 +206,8 @@ CAIRN_DECL void verify_indexes(std::filesystem::path const& dir, std::vector<std
           if (mapped == index.weight_map.end())
             problems.push_back(file->path().string() + ": holds '" + t.name + "', which " +
                                entry.path().filename().string() + " does not map");
-          else if (mapped->second != file_name)
+          else if (std::filesystem::path(mapped->second).lexically_normal() !=
+                   std::filesystem::path(file_name).lexically_normal())
             problems.push_back(file->path().string() + ": holds a second copy of '" + t.name + "', which " +
                                entry.path().filename().string() + " maps to " + mapped->second);
         }
