@@ -5,8 +5,12 @@
 #include <cairn/cairn.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
+#include <stdexcept>
+#include <string>
 
 namespace example {
 
@@ -20,13 +24,23 @@ inline void report_start(cairn::training_run const& run, std::int64_t start, boo
 
 /// Trains iterations `start + 1` to `training.train_iters`: `step(iteration)` trains one and
 /// returns its loss, `then(iteration)` runs after it is logged (validation, say); `run.step`
-/// saves `state` on its schedules and says when to stop. The process's exit status.
+/// saves `state` on its schedules and says when to stop. The process's exit status; an error
+/// when a loss is not finite, before that iteration is saved.
 template <class Step, class Then> int train_loop(cairn::training_run& run, cairn::model_state const& state,
                                                  cairn::training_config const& training, std::int64_t start,
                                                  bool leader, Step step, Then then) {
   auto began = std::chrono::steady_clock::now();
   for (auto it = start + 1; it <= training.train_iters; ++it) {
-    double loss = step(it);
+    double loss = 0;
+    try {
+      loss = step(it);
+      if (!std::isfinite(loss)) // before any save of it
+        throw std::runtime_error("iteration " + std::to_string(it) +
+                                 ": the loss is not finite; the run stops before saving it");
+    } catch (std::exception const&) { // a step that fails (every rank alike): the saves in flight commit first
+      run.finish();
+      throw;
+    }
     if (leader && (training.logs.enabled(it) || it == start + 1 || it == training.train_iters)) {
       auto ms = 1000 * std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
       std::printf("iteration %lld/%lld: loss %.6f (%.2f ms/iteration)\n", static_cast<long long>(it),

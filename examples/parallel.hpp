@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -145,7 +146,8 @@ inline void zero_adam(cairn::model_state& state, at::Tensor const& gradient, opt
 }
 
 /// After a backward pass: the gradients of `blocks` summed over the data-parallel group `data`,
-/// Adam on this rank's shards in `state`, the blocks gathered back.
+/// Adam on this rank's shards in `state`, the blocks gathered back. Gradients that are not
+/// finite are not applied: an error, so that no save holds what they would make.
 inline void update(std::vector<at::Tensor>& blocks, cairn::model_state& state, cairn::comm::any_communicator& data,
                    optimizer_config const& o, std::int64_t iteration, int zero_stage, c10::Device device) {
   std::vector<at::Tensor> grads;
@@ -153,6 +155,10 @@ inline void update(std::vector<at::Tensor>& blocks, cairn::model_state& state, c
     grads.push_back(b.grad().defined() ? b.grad().view({-1}) : at::zeros({b.numel()}, b.options()));
   auto gradient = at::cat(grads).to(data.device());
   data.all_reduce(gradient, cairn::comm::reduce_op::sum);
+  if (!at::isfinite(gradient).all().item<bool>()) // the same on the data-parallel group: all stop
+    throw std::runtime_error("iteration " + std::to_string(iteration) +
+                             ": the gradients are not finite (NaN or infinite); not applied, the run stops (the "
+                             "newest checkpoint holds the last finite weights: lower optimizer.learning_rate?)");
   zero_adam(state, gradient.to(device), o, iteration);
   gather_blocks(blocks, state, data, zero_stage, device);
 }

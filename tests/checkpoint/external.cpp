@@ -420,6 +420,27 @@ TEST_CASE("an import reads each rank's rows of a renamed tensor where they lie, 
     CHECK(state.parameters[1].shards[0].equal(rows_4_to_7));
     CHECK(cairn::verify_checkpoint(dir / "hf").ok());
   }
+  SUBCASE("a tensor the converter skips (a buffer an older writer saved) is skipped; others are refused") {
+    std::filesystem::create_directories(dir / "hf");
+    std::ofstream(dir / "hf" / "config.json") << R"({"model_type": "one", "rows": 8})";
+    {
+      cairn::io::safetensors_writer writer(dir / "hf" / "model.safetensors", cairn::io::checksums::skip);
+      writer.add("model.w", cairn::io::dtype::F32, {8, 16}, std::as_bytes(std::span(values)));
+      writer.add("model.buffer", cairn::io::dtype::F32, {2}, std::as_bytes(std::span(values)).first(8));
+      writer.write();
+    }
+    auto state = rank_state();
+    CHECK_THROWS_WITH_AS(cairn::external::load(state, comm, conv, one_matrix{}, from),
+                         doctest::Contains("model.buffer: in the checkpoint but not mapped by the one converter"),
+                         cairn::checkpoint_error);
+    auto skipping = conv;
+    skipping.skipped = [](std::string const& name) { return name == "model.buffer"; };
+    cairn::external::load(state, comm, skipping, one_matrix{}, from);
+    CHECK(state.parameters[0].shards[0].equal(rows_4_to_7));
+    state.parameters[0].shards[0].zero_();
+    cairn::checkpointer(comm, {}, cairn::external::bind(skipping, one_matrix{})).load(state, from); // bound alike
+    CHECK(state.parameters[0].shards[0].equal(rows_4_to_7));
+  }
   SUBCASE("a tensor of another shape is refused, naming the parameter") {
     std::filesystem::create_directories(dir / "hf");
     std::ofstream(dir / "hf" / "config.json") << R"({"model_type": "one", "rows": 8})";

@@ -84,6 +84,13 @@ for dtypes in f32 f16; do
     if ($2 > 1.1 * shard) bad = 1
   } END { exit bad }' "$work/llama.$dtypes.reads" || { echo "a rank read more than 1.1 times its shard" >&2; exit 1; }
 done
+# Llama checkpoints of transformers before 4.31 hold each layer's rotary_emb.inv_freq: skipped.
+cp -r "$work/llama" "$work/llama.inv_freq"
+"$python" "$reference" add-inv-freq "$work/llama.inv_freq"
+"$llama" logits --tokens 1,5,9,2,60,0 "pretrained.path=$work/llama.inv_freq" pretrained.format=external \
+  pretrained.load_config=model >"$work/llama.inv_freq.json"
+printf 'llama with inv_freq tensors: '
+"$python" "$reference" compare "$work/llama.reference.json" "$work/llama.inv_freq.json"
 # The comparison is not vacuous: other tokens give other logits, and it says so.
 "$llama" logits --tokens 1,5,9,2,60,1 "pretrained.path=$work/llama" pretrained.format=external \
   pretrained.load_config=model >"$work/other.cairn.json"

@@ -5,6 +5,8 @@
 #   the rank files of iteration 20 (weights, Adam's moments, the generator and corpus items);
 #   the same on a TP=2 x DP=2 grid at ZeRO-1 (8 straight, 4 + 4); a checkpoint without items
 #   (an earlier cairn's) still resumes, with a warning, and then dropout draws other masks;
+#   items some ranks cannot use (another grid, one rank's missing, another corpus) are warned of;
+# - gradients that are not finite stop the run before they are applied, its last save committed;
 # - its exports (llama with grouped-query attention, untied, trained under TP=2, two numbered
 #   files; llama tied, trained under DP=2, BF16; qwen2 with q/k/v biases, F32 and BF16) are laid
 #   out as transformers reads them, and the independent reference's logits of each match
@@ -100,6 +102,16 @@ resume_from reseeded "$work/grid.resumed/checkpoints/4" "$tool" launch -n 4 -- "
   parallel.data=2 parallel.zero_stage=1 seed=7
 grep -q "was saved reading another corpus" "$work/reseeded.log" || fail "reseeded: no warning"
 echo "another grid, one rank's items missing, another corpus: each warned"
+
+echo "== a step whose gradients are not finite is not applied: the run stops, its last checkpoint committed"
+if "$tool" launch -n 2 -- "$llama" run.experiment_dir="$work/nan" training.train_iters=6 training.checkpoint.interval=1 \
+  optimizer.learning_rate=1e308 parallel.tensor=2 >"$work/nan.log" 2>&1; then
+  fail "training went on through gradients that are not finite"
+fi
+grep -q "iteration 2: the gradients are not finite" "$work/nan.log" || fail "nan: no error: $(cat "$work/nan.log")"
+[ -d "$work/nan/checkpoints/1" ] && [ ! -e "$work/nan/checkpoints/2" ] || fail "nan: checkpoints $(ls -a "$work/nan/checkpoints")"
+"$tool" verify "$work/nan/checkpoints/1" >/dev/null || fail "nan: checkpoint 1 is not whole"
+echo "stopped at iteration 2, checkpoint 1 committed"
 
 echo "== exports against the reference"
 export_check() { # NAME TYPE TOKENS LAUNCH... : trains 4 iterations, checkpoints and exports at 4

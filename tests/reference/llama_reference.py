@@ -15,6 +15,9 @@ package. Debian's python3-torch.
                                              largest logit; exit 1 otherwise
     llama_reference.py same DIR_A DIR_B      the two checkpoints hold the same tensors, names and
                                              values (as float32) exactly; exit 1 otherwise
+    llama_reference.py add-inv-freq DIR      adds each layer's rotary_emb.inv_freq (F32) to DIR's
+                                             last file and its index, as transformers before 4.31
+                                             saved them
     llama_reference.py layout DIR            DIR is laid out as transformers' from_pretrained
                                              reads it: config.json of the type's keys; one
                                              model.safetensors, or model-0000i-of-0000n files and
@@ -305,6 +308,36 @@ def layout(directory):
     return problems
 
 
+def add_inv_freq(directory):
+    config, _ = load(directory)
+    index_path = os.path.join(directory, "model.safetensors.index.json")
+    index = json.load(open(index_path))
+    last = sorted(set(index["weight_map"].values()))[-1]
+    path = os.path.join(directory, last)
+    with open(path, "rb") as f:
+        data = f.read()
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + size])
+    tensors = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        dtype, _ = DTYPES[info["dtype"]]
+        raw = bytearray(data[8 + size + begin : 8 + size + end])
+        t = torch.frombuffer(raw, dtype=torch.int16).view(torch.bfloat16) if dtype == torch.bfloat16 else \
+            torch.frombuffer(raw, dtype=dtype)
+        tensors.append((name, t.reshape(info["shape"])))
+    d = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    inv_freq = 1.0 / (config.get("rope_theta", 10000.0) ** (torch.arange(0, d, 2).float() / d))
+    for layer in range(config["num_hidden_layers"]):
+        name = "model.layers.%d.self_attn.rotary_emb.inv_freq" % layer
+        tensors.append((name, inv_freq.clone()))
+        index["weight_map"][name] = last
+    write_safetensors(path, tensors)
+    json.dump(index, open(index_path, "w"))
+
+
 def main(argv):
     if len(argv) in (5, 6) and argv[1] == "write":
         write(argv[2], argv[3], int(argv[4]), *argv[5:])
@@ -320,6 +353,8 @@ def main(argv):
         differing = [n for n in a if a[n].shape != b[n].shape or not torch.equal(a[n], b[n])]
         print("%d tensors, %d differ" % (len(a), len(differing)))
         return 0 if not differing else 1
+    elif len(argv) == 3 and argv[1] == "add-inv-freq":
+        add_inv_freq(argv[2])
     elif len(argv) == 3 and argv[1] == "layout":
         problems = layout(argv[2])
         for p in problems:

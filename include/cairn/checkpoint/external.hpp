@@ -86,6 +86,9 @@ template <class Model> struct converter {
   std::string model_type;
   config_mapping config;
   std::function<std::vector<weight_rule>(Model const&)> weights;
+  /// Tensors of their checkpoints that mean nothing to the model, skipped when read instead of
+  /// refused as unmapped (buffers an older writer saved, such as Llama's rotary `inv_freq`).
+  std::function<bool(std::string const&)> skipped = {};
 };
 
 /// `conv` applied to `model`: its config.json and weight rules, for `save_checkpoint` and
@@ -95,7 +98,7 @@ template <class Model> struct converter {
 template <class Model> model_converter bind(converter<Model> const& conv, Model const& model) {
   auto config = conv.config.to_external(to_json(model).as_object());
   config["model_type"] = conv.model_type;
-  return {conv.model_type, std::move(config), conv.weights(model)};
+  return {conv.model_type, std::move(config), conv.weights(model), conv.skipped};
 }
 
 namespace detail {
@@ -118,7 +121,8 @@ CAIRN_DECL void save(model_state const& state, comm::communicator_ref comm, std:
                      std::vector<weight_rule> const& rules, boost::json::object const& external_config,
                      checkpoint_save_config const& config);
 CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::string const& model_type,
-                     std::vector<weight_rule> const& rules, checkpoint_load_config const& config, verification verify);
+                     std::vector<weight_rule> const& rules, checkpoint_load_config const& config, verification verify,
+                     std::function<bool(std::string const&)> const& skipped = {});
 } // namespace detail
 
 /// Saves the model weights of `state` in the external format of `conv`, with `model` as its
@@ -172,7 +176,7 @@ template <class Model> void load(model_state& state, comm::communicator_ref comm
                                  Model const& model, checkpoint_load_config const& config,
                                  verification verify = verification::checksums) {
   detail::check_model_type(conv, config.model_type);
-  detail::load(state, comm, conv.model_type, conv.weights(model), config, verify);
+  detail::load(state, comm, conv.model_type, conv.weights(model), config, verify, conv.skipped);
 }
 
 } // namespace cairn::external

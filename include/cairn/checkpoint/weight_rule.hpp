@@ -43,6 +43,7 @@ struct model_converter {
   std::string model_type;
   boost::json::object config; ///< the config.json of the model, model_type included
   std::vector<weight_rule> weights;
+  std::function<bool(std::string const&)> skipped = {}; ///< their tensors a load skips (`converter::skipped`)
 };
 
 } // namespace cairn::external

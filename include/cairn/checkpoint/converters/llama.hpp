@@ -60,7 +60,8 @@ namespace cairn::llama {
 ///   `max_position_embeddings` (Qwen2's `use_sliding_window`), another architecture; keys it
 ///   does not know are refused too.
 ///   Generation settings (token ids, `use_cache`), `torch_dtype`, `initializer_range` and
-///   `transformers_version` are skipped.
+///   `transformers_version` are skipped, and so are the `rotary_emb.inv_freq` tensors that
+///   transformers before 4.31 saved (frequencies it computes).
 /// - Written, a model the type cannot describe is refused: a Llama whose q, k, v and output
 ///   biases differ (one `attention_bias` says both), a Mistral with biases, a Qwen2 without its
 ///   q, k, v biases or with an output bias.

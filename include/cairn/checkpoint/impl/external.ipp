@@ -410,7 +410,8 @@ inline void load_renamed(model_state& state, weight_rule const& rule, std::map<s
 }
 
 CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::string const& model_type,
-                     std::vector<weight_rule> const& rules, checkpoint_load_config const& config, verification verify) {
+                     std::vector<weight_rule> const& rules, checkpoint_load_config const& config, verification verify,
+                     std::function<bool(std::string const&)> const& skipped) {
   comm::all_succeed(comm, "the state is not valid", [&] { state.check(); }); // on every rank together
   progress_scope progress("loading", config.path.string(), state.bytes(false));
   auto weights_only = config;
@@ -438,7 +439,7 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
     loader.finish(p);
   }
   for (auto const& [name, file] : file_of)
-    if (!used.contains(name))
+    if (!used.contains(name) && !(skipped && skipped(name)))
       loader.problem(name, "in the checkpoint but not mapped by the " + model_type + " converter");
   // Every tensor of the files where the index says: a second copy in another file is one that
   // transformers may load instead (it loads every file), so the two readers would differ.

@@ -69,7 +69,7 @@ CAIRN_DECL checkpoint_metadata checkpointer::load(model_state& state, checkpoint
                                                   verification verify) const {
   if (config.format != checkpoint_format::external) return load_checkpoint(state, comm_, config, verify);
   auto const& conv = converter_for(config.model_type);
-  external::detail::load(state, comm_, conv.model_type, conv.weights, config, verify);
+  external::detail::load(state, comm_, conv.model_type, conv.weights, config, verify, conv.skipped);
   checkpoint_metadata out;
   out.format = checkpoint_format::external;
   out.config = read_json_file(formats::external_config(config.path), max_config_file_size);

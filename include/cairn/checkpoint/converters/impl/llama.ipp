@@ -97,11 +97,17 @@ CAIRN_DECL external::converter<model_config> converter(std::string const& model_
     mapping.fixed("qkv_bias", true).fixed("o_bias", false);
     mapping.constant("use_sliding_window", false).ignored("sliding_window").ignored("max_window_layers");
   }
-  return {model_type, std::move(mapping), [](model_config const& model) {
-            std::vector<external::weight_rule> rules;
-            for (auto const& p : parameters(model)) rules.push_back(external::renamed(p.name, p.name));
-            return rules;
-          }};
+  external::converter<model_config> out;
+  out.model_type = model_type;
+  out.config = std::move(mapping);
+  out.weights = [](model_config const& model) {
+    std::vector<external::weight_rule> rules;
+    for (auto const& p : parameters(model)) rules.push_back(external::renamed(p.name, p.name));
+    return rules;
+  };
+  // transformers before 4.31 saved each layer's rotary frequencies, a buffer it computes.
+  out.skipped = [](std::string const& name) { return name.ends_with(".self_attn.rotary_emb.inv_freq"); };
+  return out;
 }
 
 CAIRN_DECL external::converter_registry<model_config>& converters() {
