@@ -38,7 +38,8 @@ import torch
 DTYPES = {"F32": (torch.float32, 4), "BF16": (torch.bfloat16, 2), "F16": (torch.float16, 2)}
 
 
-def read_safetensors(path):
+def read_tensors(path):
+    """Every tensor of a safetensors file, name -> tensor in its own dtype, in the file's order."""
     with open(path, "rb") as f:
         data = f.read()
     (size,) = struct.unpack("<Q", data[:8])
@@ -54,8 +55,12 @@ def read_safetensors(path):
             t = torch.frombuffer(raw, dtype=torch.int16).view(torch.bfloat16)
         else:
             t = torch.frombuffer(raw, dtype=dtype)
-        out[name] = t.reshape(info["shape"]).to(torch.float32)
+        out[name] = t.reshape(info["shape"])
     return out
+
+
+def read_safetensors(path):
+    return {name: t.to(torch.float32) for name, t in read_tensors(path).items()}
 
 
 def write_safetensors(path, tensors):
@@ -314,20 +319,7 @@ def add_inv_freq(directory):
     index = json.load(open(index_path))
     last = sorted(set(index["weight_map"].values()))[-1]
     path = os.path.join(directory, last)
-    with open(path, "rb") as f:
-        data = f.read()
-    (size,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + size])
-    tensors = []
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        dtype, _ = DTYPES[info["dtype"]]
-        raw = bytearray(data[8 + size + begin : 8 + size + end])
-        t = torch.frombuffer(raw, dtype=torch.int16).view(torch.bfloat16) if dtype == torch.bfloat16 else \
-            torch.frombuffer(raw, dtype=dtype)
-        tensors.append((name, t.reshape(info["shape"])))
+    tensors = list(read_tensors(path).items())
     d = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
     inv_freq = 1.0 / (config.get("rope_theta", 10000.0) ** (torch.arange(0, d, 2).float() / d))
     for layer in range(config["num_hidden_layers"]):
