@@ -1,8 +1,12 @@
 #pragma once
-// The training loop both example trainers (cairn-train, cairn-llama) run once their run has
-// started: a step per iteration, its loss logged, saves, exports and stops as the run says.
+// What both example trainers (cairn-train, cairn-llama) share around their model: the command
+// line, and the training loop they run once their run has started (a step per iteration, its
+// loss logged, saves, exports and stops as the run says).
 
 #include <cairn/cairn.hpp>
+#ifdef CAIRN_WITH_YAML
+#include <cairn/config/yaml.hpp> // --config FILE.yaml, --print-config=yaml
+#endif
 
 #include <chrono>
 #include <cmath>
@@ -13,6 +17,28 @@
 #include <string>
 
 namespace example {
+
+/// Drops the `n` words after the program's name (a subcommand's own, `layout --world-size 4`
+/// say), so that what follows parses as the config's command line.
+inline void drop_arguments(int& argc, char**& argv, int n) {
+  argv[n] = argv[0];
+  argv += n;
+  argc -= n;
+}
+
+/// The trainer's config from its command line: `--config FILE.json|FILE.yaml`, `key.path=value`
+/// overrides, `--device`, `--help`, `--print-config`, `--schema`.
+template <class Config> cairn::command_line_result<Config>
+parse_trainer_command_line(int argc, char** argv, char const* program, std::string description) {
+#ifdef CAIRN_WITH_YAML
+  cairn::enable_yaml();
+#endif
+  cairn::command_line_options options;
+  options.program = program;
+  options.description = std::move(description);
+  options.flags = {{"--device", "device"}};
+  return cairn::parse_command_line<Config>(argc, argv, options);
+}
 
 /// Says on the leader how the run started: resumed, or initialised from `pretrained`.
 inline void report_start(cairn::training_run const& run, std::int64_t start, bool leader) {

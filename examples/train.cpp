@@ -20,9 +20,6 @@
 // the seed, so a run killed at any iteration and resumed ends bitwise identical to an
 // uninterrupted one on the same number of ranks.
 #include <cairn/cairn.hpp>
-#ifdef CAIRN_WITH_YAML
-#include <cairn/config/yaml.hpp> // --config FILE.yaml, --print-config=yaml
-#endif
 
 #include <cstdint>
 #include <cstdio>
@@ -30,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "loop.hpp" // the training loop
+#include "loop.hpp" // the command line, the training loop
 #include "mlp.hpp"  // the model: its configs, data, sharded state and optimizer, its step
 
 namespace example {
@@ -137,20 +134,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cairn-train layout: --world-size needs a positive integer\n");
       return 2;
     }
-    argv[3] = argv[0];
-    argv += 3;
-    argc -= 3;
+    example::drop_arguments(argc, argv, 3);
   }
-#ifdef CAIRN_WITH_YAML
-  cairn::enable_yaml(); // --config FILE.yaml
-#endif
-  cairn::command_line_options options;
-  options.program = "cairn-train";
-  options.description = "Trains the example model, checkpointing, resuming and exporting as configured.\n"
-                        "Also: cairn-train convert input.path=... input.format=... output.path=... output.format=...\n"
-                        "      cairn-train layout --world-size N [key.path=value ...]";
-  options.flags = {{"--device", "device"}};
-  auto cfg = cairn::parse_command_line<example::train_config>(argc, argv, options);
+  auto cfg = example::parse_trainer_command_line<example::train_config>(
+      argc, argv, "cairn-train",
+      "Trains the example model, checkpointing, resuming and exporting as configured.\n"
+      "Also: cairn-train convert input.path=... input.format=... output.path=... output.format=...\n"
+      "      cairn-train layout --world-size N [key.path=value ...]");
   if (!cfg) return cfg.exit_status();
   if (layout_ranks > 0)
     return cairn::exit_status("cairn-train layout", [&] { return example::layout(layout_ranks, *cfg); });

@@ -18,9 +18,6 @@
 // any iteration and resumed on as many ranks ends bitwise identical to an uninterrupted one.
 #include <cairn/cairn.hpp>
 #include <cairn/checkpoint/converters/llama.hpp>
-#ifdef CAIRN_WITH_YAML
-#include <cairn/config/yaml.hpp> // --config FILE.yaml
-#endif
 
 #include <ATen/ATen.h>
 
@@ -34,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../loop.hpp" // the training loop
+#include "../loop.hpp" // the command line, the training loop
 #include "model.hpp"   // the model: its configs, data, forward pass and trainer
 
 namespace example {
@@ -335,20 +332,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cairn-llama logits: --tokens needs token ids separated by commas, got '%s'\n", argv[3]);
       return 2;
     }
-    argv[3] = argv[0];
-    argv += 3;
-    argc -= 3;
+    example::drop_arguments(argc, argv, 3);
   }
-#ifdef CAIRN_WITH_YAML
-  cairn::enable_yaml(); // --config FILE.yaml
-#endif
-  cairn::command_line_options options;
-  options.program = "cairn-llama";
-  options.description = "Trains a Llama-family model, checkpointing, resuming and exporting as configured.\n"
-                        "Also: cairn-llama logits --tokens 1,5,9,2 [key.path=value ...]\n"
-                        "      cairn-llama convert input.path=... input.format=... output.path=... output.format=...";
-  options.flags = {{"--device", "device"}};
-  auto cfg = cairn::parse_command_line<example::llama_config>(argc, argv, options);
+  auto cfg = example::parse_trainer_command_line<example::llama_config>(
+      argc, argv, "cairn-llama",
+      "Trains a Llama-family model, checkpointing, resuming and exporting as configured.\n"
+      "Also: cairn-llama logits --tokens 1,5,9,2 [key.path=value ...]\n"
+      "      cairn-llama convert input.path=... input.format=... output.path=... output.format=...");
   if (!cfg) return cfg.exit_status();
   if (tokens)
     return cairn::exit_status("cairn-llama logits", [&] { return example::logits(*tokens, std::move(*cfg)); });
