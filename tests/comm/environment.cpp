@@ -177,8 +177,15 @@ TEST_CASE("SLURM node lists and task counts in their compressed forms") {
   CHECK(first_slurm_host("a17,b3") == "a17");
   CHECK(first_slurm_host("rack[2-3]-node[5-6]") == "rack2-node5");
   CHECK(first_slurm_host("single") == "single");
-  for (auto bad : {"", "node[", "node[]", "node]1", "node[a-b]", ",x"})
+  for (auto bad : {"", "node[", "node[]", "node]1", "node[a-b]", ",x", "[1-3]", "a[1--3]", "a[3-1]", "a[1-]", "a[-1]",
+                   "a[1,,2]", "a[1", "a,", "a,[1-2]", "a[[1]]", "a b", "a[1-2]x]", "a;b"})
     CHECK_KIND(first_slurm_host(bad), cairn::comm_errc::environment);
+  CHECK_THROWS_WITH(first_slurm_host("a[3-1]"), doctest::Contains("the range 3-1 runs backwards"));
+  CHECK_THROWS_WITH(first_slurm_host("[1-3]"), doctest::Contains("SLURM_JOB_NODELIST=[1-3] is not a SLURM node list"));
+  using cairn::comm::detail::read_slurm_hosts;
+  CHECK(read_slurm_hosts("X", "node[01-04,07],gpu2").count == 6);
+  CHECK(read_slurm_hosts("X", "rack[2-3]-node[5-6]").count == 4);
+  CHECK(read_slurm_hosts("X", "a[0-999999999999],b[0-999999999999]").count == 1LL << 40); // saturates, no overflow
   CHECK(slurm_tasks_on_node("4", 0) == 4);
   CHECK(slurm_tasks_on_node("4(x2),3", 0) == 4);
   CHECK(slurm_tasks_on_node("4(x2),3", 1) == 4);
@@ -207,9 +214,44 @@ TEST_CASE("SLURM without what the rendezvous needs, or outside an srun step, say
     if (s == cairn::severity::warning) warnings.push_back(d.to_string());
   });
   auto env = cairn::comm::read_environment(only(slurm));
-  CHECK(env.world_size == 2);
+  CHECK(env.world_size == 1); // it runs alone, and does not wait for ranks that never start
+  CHECK(env.rank == 0);
+  CHECK(env.source == "SLURM batch script (one process)");
   REQUIRE(warnings.size() == 1);
   CHECK(warnings[0].find("outside an srun step") != std::string::npos);
+  CHECK(warnings[0].find("runs as one process") != std::string::npos);
+  // A program reads its own environment more than once (its grid, its communicators): warned once.
+  warnings.clear();
+  for (auto const& [k, v] : slurm) ::setenv(k.c_str(), v.c_str(), 1);
+  for (auto k : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "LOCAL_RANK"}) ::unsetenv(k);
+  CHECK(cairn::comm::environment_or_single().world_size == 1);
+  CHECK(cairn::comm::read_environment().world_size == 1);
+  CHECK(warnings.size() == 1);
+  for (auto const& [k, v] : slurm) ::unsetenv(k.c_str());
+
+  // A task the node does not run, a node the job does not have: named.
+  slurm["SLURM_STEP_ID"] = "0";
+  slurm["SLURM_LOCALID"] = "2";
+  slurm["SLURM_TASKS_PER_NODE"] = "2";
+  CHECK_THROWS_WITH_AS(cairn::comm::read_environment(only(slurm)),
+                       doctest::Contains("SLURM_LOCALID=2 names no task of node 0, which runs 2 tasks"),
+                       cairn::comm_error);
+  slurm["SLURM_LOCALID"] = "1";
+  slurm["SLURM_NODEID"] = "2"; // n[1-2] has two nodes
+  CHECK_THROWS_WITH(cairn::comm::read_environment(only(slurm)),
+                    doctest::Contains("SLURM_NODEID=2 must be an integer in [0, 1]"));
+  slurm["SLURM_NODEID"] = "1";
+  slurm["SLURM_TASKS_PER_NODE"] = "1(x2)";
+  CHECK_THROWS_WITH(cairn::comm::read_environment(only(slurm)),
+                    doctest::Contains("SLURM_LOCALID=1 names no task of node 1"));
+  slurm["SLURM_LOCALID"] = "0";
+  CHECK(cairn::comm::read_environment(only(slurm)).node_rank == 1);
+  // A malformed node list is named, not read as some host.
+  slurm["SLURM_JOB_NODELIST"] = "[1-3]";
+  CHECK_THROWS_WITH(cairn::comm::read_environment(only(slurm)), doctest::Contains("SLURM_JOB_NODELIST=[1-3]"));
+  // A step's own node list comes first: a step on part of the allocation meets on its own first node.
+  slurm["SLURM_STEP_NODELIST"] = "n[5-6]";
+  CHECK(cairn::comm::read_environment(only(slurm)).master_addr == "n5");
 
   // A single task needs no rendezvous at all.
   auto alone = cairn::comm::read_environment(only({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));

@@ -9,6 +9,7 @@
 
 #include <boost/describe/enum.hpp>
 
+#include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
@@ -29,6 +30,10 @@ struct distributed_environment {
   std::string master_addr = "127.0.0.1";
   std::uint16_t master_port = 0;
   std::string source = "one process"; ///< "torchrun variables", "SLURM" or "one process"
+  /// torchrun's agent serves the store at MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE):
+  /// every rank is its client, rank 0 included.
+  bool agent_store = false;
+  int attempt = 0; ///< with `agent_store`: torchrun's restarts so far (TORCHELASTIC_RESTART_COUNT)
 };
 
 /// Reads an environment variable: nothing when it is not set.
@@ -58,8 +63,13 @@ template <class T> T number(char const* name, std::string const& text, long long
 ///    nodes, three on the third); MASTER_ADDR if set, else the first host of SLURM_JOB_NODELIST
 ///    (or SLURM_NODELIST), its bracket syntax expanded (`gpu[07-09,12]` -> `gpu07`); MASTER_PORT
 ///    if set, else 20000 + SLURM_JOB_ID mod 10000 (the same on every task of the job).
-///    Outside an `srun` step (no SLURM_STEP_ID: the batch script itself) a warning says that
-///    only this process runs.
+///    A step's own SLURM_STEP_NODELIST and SLURM_STEP_TASKS_PER_NODE come before the job's. A
+///    malformed node list, a SLURM_NODEID beyond it or a SLURM_LOCALID beyond the node's tasks
+///    is an error naming the variable.
+///    Outside an `srun` step (no SLURM_STEP_ID: the batch script itself) the program is one
+///    process alone, and a warning says so (once a process, from `read_environment()`).
+/// Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) `agent_store` and `attempt` say that the
+/// agent serves the store.
 /// A missing or malformed variable is an error naming it; anything else is an error too.
 CAIRN_DECL distributed_environment read_environment(variable_lookup const& lookup);
 
@@ -75,6 +85,17 @@ CAIRN_DECL bool launched_as_rank(variable_lookup const& lookup);
 CAIRN_DECL distributed_environment environment_or_single();
 
 namespace detail {
+/// What a SLURM node list holds: its first host and how many hosts it names (saturating at 2^40).
+struct slurm_hosts {
+  std::string first;
+  long long count = 0;
+};
+/// Reads the SLURM node list `nodelist` (`node[01-04,07],gpu2`), the value of `variable`: an
+/// error naming the variable refuses anything else (`[1-3]`, `a[1--3]`, `a[3-1]`, `a[1`).
+CAIRN_DECL slurm_hosts read_slurm_hosts(std::string_view variable, std::string_view nodelist);
+/// `read_environment(lookup)`, with the warning of a batch script's process (it runs alone)
+/// given only when `warned` is null or was false (it is set then): once a process.
+CAIRN_DECL distributed_environment read_environment(variable_lookup const& lookup, std::atomic<bool>* warned);
 /// The first host of a SLURM node list: `node[01-04,07],gpu2` -> `node01`. An error names a
 /// list it cannot read.
 CAIRN_DECL std::string first_slurm_host(std::string_view nodelist);
