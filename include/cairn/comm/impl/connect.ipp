@@ -57,7 +57,9 @@ CAIRN_DECL grid_communicators connect(backend requested, bool cuda, parallel_gri
             any_communicator(single_process()),
             any_communicator(single_process()),
             any_communicator(single_process())};
-  auto store = make_store(env, timeout);
+  // Every rank's launcher and program must mean the same job: its size (in make_store), grid and backend.
+  auto store =
+      make_store(env, timeout, {{"backend", chosen == backend::nccl ? "nccl" : "gloo"}, {"grid", grid.text()}});
   auto group = [&](std::string const& name, std::vector<int> const& members) {
 #ifdef CAIRN_WITH_NCCL
     if (chosen == backend::nccl) return any_communicator(make_nccl_group(store, env, name, members, timeout));

@@ -36,7 +36,7 @@ inline c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo_options(distribu
 } // namespace detail
 
 CAIRN_DECL gloo_communicator make_gloo(distributed_environment const& env, std::chrono::milliseconds timeout) {
-  auto store = make_store(env, timeout);
+  auto store = make_store(env, timeout, {{"backend", "gloo"}});
   return gloo_communicator(
       c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, detail::gloo_options(env, timeout)));
 }
