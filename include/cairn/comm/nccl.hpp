@@ -107,6 +107,10 @@ private:
   CAIRN_DECL at::Tensor gather_equal(at::Tensor const& tensor);
   /// Waits for what was enqueued, watching for NCCL's asynchronous errors and the timeout.
   CAIRN_DECL void synchronize(char const* what);
+  /// `check_nccl` for a call that enqueues work: "in progress" (cairn's communicators are
+  /// non-blocking, for a bounded start) is waited for up to the timeout, then the communicator
+  /// is aborted.
+  CAIRN_DECL void issued(ncclResult_t result, char const* what);
   void usable() const {
     if (aborted_)
       throw comm_error(comm_errc::backend,

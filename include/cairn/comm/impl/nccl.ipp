@@ -77,9 +77,9 @@ CAIRN_DECL void nccl_communicator::barrier() {
 CAIRN_DECL void nccl_communicator::broadcast(at::Tensor& tensor, int root) {
   usable();
   auto buffer = tensor.contiguous();
-  detail::check_nccl(ncclBroadcast(buffer.data_ptr(), buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
-                                   detail::nccl_type(buffer.scalar_type()), root, comm_, stream_),
-                     "ncclBroadcast");
+  issued(ncclBroadcast(buffer.data_ptr(), buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
+                       detail::nccl_type(buffer.scalar_type()), root, comm_, stream_),
+         "ncclBroadcast");
   synchronize("broadcast");
   if (!buffer.is_same(tensor)) tensor.copy_(buffer);
 }
@@ -87,10 +87,10 @@ CAIRN_DECL void nccl_communicator::broadcast(at::Tensor& tensor, int root) {
 CAIRN_DECL void nccl_communicator::all_reduce(at::Tensor& tensor, reduce_op op) {
   usable();
   auto buffer = tensor.contiguous();
-  detail::check_nccl(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
-                                   detail::nccl_type(buffer.scalar_type()), op == reduce_op::sum ? ncclSum : ncclMax,
-                                   comm_, stream_),
-                     "ncclAllReduce");
+  issued(ncclAllReduce(buffer.data_ptr(), buffer.data_ptr(), static_cast<std::size_t>(buffer.numel()),
+                       detail::nccl_type(buffer.scalar_type()), op == reduce_op::sum ? ncclSum : ncclMax, comm_,
+                       stream_),
+         "ncclAllReduce");
   synchronize("all_reduce");
   if (!buffer.is_same(tensor)) tensor.copy_(buffer);
 }
@@ -131,24 +131,22 @@ CAIRN_DECL void nccl_communicator::gather_into(at::Tensor const& tensor, int roo
       if (r == root) {
         if (flat.numel() > 0) out.copy_(flat);
       } else if (out.numel() > 0) {
-        detail::check_nccl(ncclRecv(out.data_ptr(), static_cast<std::size_t>(out.numel()), type, r, comm_, stream_),
-                           "ncclRecv");
+        issued(ncclRecv(out.data_ptr(), static_cast<std::size_t>(out.numel()), type, r, comm_, stream_), "ncclRecv");
       }
     }
   } else if (flat.numel() > 0) {
-    detail::check_nccl(ncclSend(flat.data_ptr(), static_cast<std::size_t>(flat.numel()), type, root, comm_, stream_),
-                       "ncclSend");
+    issued(ncclSend(flat.data_ptr(), static_cast<std::size_t>(flat.numel()), type, root, comm_, stream_), "ncclSend");
   }
-  detail::check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  issued(ncclGroupEnd(), "ncclGroupEnd");
   synchronize("gather");
 }
 
 CAIRN_DECL at::Tensor nccl_communicator::gather_equal(at::Tensor const& tensor) {
   usable();
   auto out = at::empty({tensor.numel() * size_}, tensor.options());
-  detail::check_nccl(ncclAllGather(tensor.data_ptr(), out.data_ptr(), static_cast<std::size_t>(tensor.numel()),
-                                   detail::nccl_type(tensor.scalar_type()), comm_, stream_),
-                     "ncclAllGather");
+  issued(ncclAllGather(tensor.data_ptr(), out.data_ptr(), static_cast<std::size_t>(tensor.numel()),
+                       detail::nccl_type(tensor.scalar_type()), comm_, stream_),
+         "ncclAllGather");
   synchronize("all_gather");
   return out;
 }
@@ -161,7 +159,7 @@ CAIRN_DECL void nccl_communicator::synchronize(char const* what) {
     if (status != cudaErrorNotReady) detail::check_cuda(status, what);
     ncclResult_t async = ncclSuccess;
     detail::check_nccl(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
-    if (async != ncclSuccess) {
+    if (async != ncclSuccess && async != ncclInProgress) { // in progress: still being issued
       abort();
       throw comm_error(comm_errc::backend, "NCCL " + std::string(what) + " failed on rank " + std::to_string(rank_) +
                                                ": " + ncclGetErrorString(async) + "; the communicator is aborted");
@@ -175,6 +173,21 @@ CAIRN_DECL void nccl_communicator::synchronize(char const* what) {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+}
+
+CAIRN_DECL void nccl_communicator::issued(ncclResult_t result, char const* what) {
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (result == ncclInProgress) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      abort();
+      throw comm_error(comm_errc::timeout, std::string("NCCL ") + what + " was not issued within " +
+                                               std::to_string(timeout_.count()) + " ms on rank " +
+                                               std::to_string(rank_) + "; the communicator is aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    detail::check_nccl(ncclCommGetAsyncError(comm_, &result), "ncclCommGetAsyncError");
+  }
+  detail::check_nccl(result, what);
 }
 
 CAIRN_DECL void nccl_communicator::abort() noexcept {
@@ -217,7 +230,34 @@ inline nccl_communicator init_nccl(std::vector<std::uint8_t> const& shared, int 
   if (shared.size() != sizeof id) throw comm_error(comm_errc::backend, "the shared NCCL unique id has the wrong size");
   std::memcpy(&id, shared.data(), sizeof id);
   ncclComm_t comm = nullptr;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+  // A non-blocking start, waited for here up to `timeout`: a blocking ncclCommInitRank waits
+  // for a peer that never comes for ever.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  auto started = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  if (started != ncclSuccess && started != ncclInProgress) check_nccl(started, "ncclCommInitRankConfig");
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  ncclResult_t state = ncclInProgress;
+  while (true) {
+    if (auto asked = ncclCommGetAsyncError(comm, &state); asked != ncclSuccess) state = asked;
+    if (state != ncclInProgress) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ncclCommAbort(comm);
+      throw comm_error(comm_errc::timeout, "rank " + std::to_string(rank) + " of an NCCL communicator of " +
+                                               std::to_string(size) + " ranks: not every rank joined within " +
+                                               std::to_string(timeout.count()) +
+                                               " ms (a dead or stuck peer?); the communicator is aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (state != ncclSuccess) {
+    ncclCommAbort(comm);
+    check_nccl(state, "ncclCommInitRankConfig");
+  }
+#else
   check_nccl(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank");
+#endif
   // A blocking stream: work on it waits for what the legacy default stream (libtorch's current
   // stream unless a program sets another) has queued before, so a collective never reads a tensor
   // that a kernel has yet to write.
@@ -234,7 +274,7 @@ inline nccl_communicator init_nccl(std::vector<std::uint8_t> const& shared, int 
 
 CAIRN_DECL nccl_communicator make_nccl(distributed_environment const& env, std::chrono::milliseconds timeout) {
   int device = detail::select_nccl_device(env);
-  auto store = make_store(env, timeout);
+  auto store = make_store(env, timeout, {{"backend", "nccl"}});
   auto shared = share_from_rank0(*store, env, "cairn/nccl_unique_id", detail::new_nccl_id, timeout);
   return detail::init_nccl(shared, env.world_size, env.rank, device, timeout);
 }
