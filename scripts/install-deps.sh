@@ -7,7 +7,8 @@ set -euo pipefail
 # Boost: Describe and Mp11 (headers) and JSON (library); doctest for the tests; libtorch and
 # Gloo for tensors and CPU collectives; xxHash for checksums; yaml-cpp for YAML configs; clang and its runtime for the
 # libFuzzer target; python3-torch for the independent reference of transformers' Llama family
-# that cairn-llama's logits are checked against.
+# that cairn-llama's logits are checked against, and whose torchrun launches the example trainer in
+# the launcher tests; slurm-wlm and munge for the one-node SLURM cluster the scheduler test starts.
 packages=(
   g++ cmake ninja-build git
   libboost1.81-dev libboost-json1.81-dev
@@ -17,6 +18,7 @@ packages=(
   libyaml-cpp-dev
   clang libclang-rt-14-dev
   python3-torch
+  slurm-wlm munge
 )
 
 missing=()
