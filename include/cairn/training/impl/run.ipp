@@ -7,10 +7,15 @@
 #include <cairn/comm/environment.hpp>
 #include <cairn/training/manager.hpp>
 #include <cairn/training/run.hpp>
+#include <cairn/training/save_report.hpp>
 
+#include <boost/describe/enum_to_string.hpp>
+
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +32,15 @@ inline int signal_named(std::string_view name) {
        {std::pair{"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT}, {"USR1", SIGUSR1}, {"HUP", SIGHUP}})
     if (name == text) return number;
   return 0;
+}
+
+/// The bytes of the files under `path`: what a load of the checkpoint there had to read.
+inline std::uint64_t bytes_under(std::filesystem::path const& path) {
+  std::uint64_t bytes = 0;
+  std::error_code failed;
+  for (std::filesystem::recursive_directory_iterator it(path, failed), end; !failed && it != end; it.increment(failed))
+    if (it->is_regular_file(failed)) bytes += it->file_size(failed);
+  return bytes;
 }
 
 } // namespace detail
@@ -52,8 +66,14 @@ CAIRN_DECL std::int64_t training_run::start(model_state& state) {
   if (auto resumed = manager_->resume(state)) {
     started_ = {start_kind::resumed, resumed->iteration, resumed->path};
   } else if (plan_.kind == start_kind::pretrained) {
-    checkpoints().load(state, config_.pretrained);
+    auto began = std::chrono::steady_clock::now();
+    auto loaded = checkpoints().load(state, config_.pretrained);
     started_ = {start_kind::pretrained, 0, config_.pretrained.path};
+    if (comm_.rank() == 0) // once, as a resume says what it loaded
+      report_progress(std::string("loaded pretrained checkpoint (") +
+                          boost::describe::enum_to_string(loaded.format, "unknown") + " format)",
+                      config_.pretrained.path, detail::bytes_under(config_.pretrained.path),
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   } else {
     started_ = {};
   }
