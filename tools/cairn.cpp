@@ -20,6 +20,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -57,6 +58,27 @@ commands:
                             rename, flock, read-after-write, mmap, free space); exit 1 if any fails
 )";
 
+/// `text` as it may reach a terminal: a byte below 0x20 (but a message's line breaks, with
+/// `keep_lines`) or 0x7f, from a name in a file, becomes \xNN, so that a name cannot move the
+/// cursor, recolour the terminal or forge a line of output.
+std::string shown(std::string_view text, bool keep_lines = false) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if ((c < 0x20 && !(keep_lines && c == '\n')) || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+/// A message that may quote names from files: its lines kept, everything else escaped.
+std::string shown_message(std::string_view text) { return shown(text, true); }
+
 /// Arguments the tool cannot take: reported with the usage, exit status 2.
 class usage_error : public cairn::error {
 public:
@@ -88,7 +110,7 @@ int inspect(std::filesystem::path const& path) {
     std::printf("version: %s\n", metadata.version.c_str());
     std::string shards;
     for (auto const& s : metadata.shard_names) shards += (shards.empty() ? "" : ", ") + s;
-    std::printf("state shards: %s\n", shards.c_str());
+    std::printf("state shards: %s\n", shown(shards).c_str());
     if (!metadata.ranks.empty()) std::printf("saved by %zu ranks\n", metadata.ranks.size());
     std::printf("metadata: %s\n", cairn::to_compact_json(metadata.metadata).c_str());
     std::printf("config: %s", cairn::to_pretty_json(metadata.config).c_str());
@@ -105,13 +127,15 @@ int inspect(std::filesystem::path const& path) {
   auto files = cairn::safetensors_files(path);
   for (auto const& file_path : files) {
     cairn::io::safetensors_file file(file_path);
-    std::printf("%s\n", file_path.c_str());
+    std::printf("%s\n", shown(file_path.string()).c_str());
     for (auto const& [key, value] : file.metadata())
-      if (!cairn::io::is_checksum_key(key)) std::printf("  metadata %s = %s\n", key.c_str(), value.c_str());
+      if (!cairn::io::is_checksum_key(key))
+        std::printf("  metadata %s = %s\n", shown(key).c_str(), shown(value).c_str());
     std::printf("  checksums: %s\n", file.has_checksums() ? "recorded" : "none");
     for (auto const& t : file.tensors()) {
-      std::printf("  %-40s %-7s %-20s %12llu bytes\n", t.name.c_str(), std::string(cairn::io::name(t.dtype)).c_str(),
-                  cairn::shape_text(t.shape).c_str(), static_cast<unsigned long long>(t.byte_size()));
+      std::printf("  %-40s %-7s %-20s %12llu bytes\n", shown(t.name).c_str(),
+                  std::string(cairn::io::name(t.dtype)).c_str(), cairn::shape_text(t.shape).c_str(),
+                  static_cast<unsigned long long>(t.byte_size()));
       ++tensors;
       elements += t.numel();
       bytes += t.byte_size();
@@ -125,7 +149,7 @@ int inspect(std::filesystem::path const& path) {
   auto problem = save.problem ? save.problem : cairn::not_a_checkpoint(path);
   if (!problem && format && files.empty()) problem = path.string() + ": holds no tensors (no .safetensors file)";
   if (problem) {
-    std::fprintf(stderr, "cairn inspect: %s\n", problem->c_str());
+    std::fprintf(stderr, "cairn inspect: %s\n", shown_message(*problem).c_str());
     return 1;
   }
   return 0;
@@ -145,8 +169,8 @@ int verify(std::vector<std::string> const& args) {
   if (paths.size() != 1) throw usage_error("verify takes exactly one PATH");
   std::filesystem::path path = paths.front();
   auto report = cairn::verify_checkpoint(path, options);
-  for (auto const& n : report.notes) std::fprintf(stderr, "cairn verify: note: %s\n", n.c_str());
-  for (auto const& p : report.problems) std::fprintf(stderr, "cairn verify: %s\n", p.c_str());
+  for (auto const& n : report.notes) std::fprintf(stderr, "cairn verify: note: %s\n", shown_message(n).c_str());
+  for (auto const& p : report.problems) std::fprintf(stderr, "cairn verify: %s\n", shown_message(p).c_str());
   if (!report.ok()) return 1;
   std::printf("%s: ok (%zu files%s)\n", path.c_str(), report.files,
               report.notes.empty() ? "" : "; structure only where no checksums are recorded");
@@ -163,8 +187,8 @@ void print_load_plan(std::filesystem::path const& dir, cairn::run_layout const& 
     std::printf("layout: whole tensors; each rank reads its parts of them\n");
   else
     std::printf("layout: resharded, %zu parameters held otherwise than saved\n", plan.resharded.size());
-  for (auto const& name : plan.resharded) std::printf("  reshards %s\n", name.c_str());
-  for (auto const& name : plan.zeroed) std::printf("zeroed: %s (not loaded)\n", name.c_str());
+  for (auto const& name : plan.resharded) std::printf("  reshards %s\n", shown(name).c_str());
+  for (auto const& name : plan.zeroed) std::printf("zeroed: %s (not loaded)\n", shown(name).c_str());
   for (std::size_t r = 0; r < plan.reads.size(); ++r) {
     std::uint64_t total = 0; // saturating: a hostile layout may ask for more than 2^64 bytes
     for (auto const& read : plan.reads[r])
@@ -172,7 +196,7 @@ void print_load_plan(std::filesystem::path const& dir, cairn::run_layout const& 
     std::printf("rank %zu reads %llu bytes from %zu files\n", r, static_cast<unsigned long long>(total),
                 plan.reads[r].size());
     for (auto const& read : plan.reads[r])
-      std::printf("  %-32s %12llu bytes\n", read.file.c_str(), static_cast<unsigned long long>(read.bytes));
+      std::printf("  %-32s %12llu bytes\n", shown(read.file).c_str(), static_cast<unsigned long long>(read.bytes));
   }
 }
 
@@ -210,7 +234,7 @@ int plan(std::vector<std::string> const& args) {
     std::fputs(cairn::to_pretty_json(cairn::to_json(planned)).c_str(), stdout);
   else
     print_load_plan(checkpoint, run, planned);
-  for (auto const& p : planned.problems) std::fprintf(stderr, "cairn plan: %s\n", p.c_str());
+  for (auto const& p : planned.problems) std::fprintf(stderr, "cairn plan: %s\n", shown_message(p).c_str());
   if (!planned.problems.empty())
     std::fprintf(stderr, "cairn plan: the load would be refused: %zu problem%s\n", planned.problems.size(),
                  planned.problems.size() == 1 ? "" : "s");
@@ -218,7 +242,18 @@ int plan(std::vector<std::string> const& args) {
 }
 
 int check_storage(std::vector<std::string> const& args) {
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    std::fputs("usage: cairn check-storage DIR\n"
+               "Checks that DIR's file system gives what checkpoints rely on (fsync of files and\n"
+               "directories, atomic renames, locks, a write seen by another process, mmap, free space);\n"
+               "DIR and its missing parents are created for the check and removed after it.\n"
+               "Exit status 0 when everything holds, 1 otherwise.\n",
+               stdout);
+    return 0;
+  }
   if (args.size() != 1) throw usage_error("check-storage takes exactly one DIR");
+  if (args[0].starts_with("-"))
+    throw usage_error("unknown option '" + args[0] + "' for check-storage (DIR: ./" + args[0] + ")");
   auto report = cairn::io::check_storage(args.front());
   std::fputs(cairn::io::to_string(report).c_str(), stdout);
   return report.ok() ? 0 : 1;
@@ -298,7 +333,7 @@ int main(int argc, char** argv) {
   } catch (usage_error const& e) {
     return print_usage_error(e.what());
   } catch (cairn::config_error const& e) {
-    std::fprintf(stderr, "cairn %s: %s\n", command.c_str(), e.what());
+    std::fprintf(stderr, "cairn %s: %s\n", command.c_str(), shown_message(e.what()).c_str());
     return 2;
   } catch (std::bad_alloc const&) {
     std::fprintf(stderr, "cairn %s: out of memory\n", command.c_str());
@@ -306,7 +341,7 @@ int main(int argc, char** argv) {
   } catch (std::exception const& e) {
     // cairn's errors name their file; std::filesystem's carry the paths involved (a loop of
     // links, a name too long, a directory removed meanwhile, permission denied).
-    std::fprintf(stderr, "cairn %s: %s\n", command.c_str(), e.what());
+    std::fprintf(stderr, "cairn %s: %s\n", command.c_str(), shown_message(e.what()).c_str());
     return 1;
   }
   return print_usage_error("unknown command '" + command + "'");

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 
 #include "../error_kind.hpp"
@@ -31,6 +32,24 @@ using test_model::tiny_model;
 using test_model::tiny_state;
 
 cairn::comm::single_process comm;
+
+/// A copy of the directory `from` in `to`, with the tensor `name` of its model.safetensors
+/// called `renamed` (of the same length) in the file's header.
+void fs_copy_renamed(std::filesystem::path const& from, std::filesystem::path const& to, std::string const& name,
+                     std::string const& renamed) {
+  REQUIRE(name.size() == renamed.size());
+  std::filesystem::copy(from, to);
+  auto file = to / "model.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto at = bytes.find('"' + name + '"');
+  REQUIRE(at != std::string::npos);
+  bytes.replace(at + 1, name.size(), renamed);
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+}
 
 } // namespace
 
@@ -127,6 +146,27 @@ TEST_CASE("unmapped parameters, unmapped tensors and wrong configs are refused")
     CHECK(text.find("model.layers.1.self_attn.q_proj.weight: in the checkpoint but not mapped by the tiny converter") !=
           std::string::npos);
   }
+
+  // One tensor renamed in the file (a name of the same length, patched in its header): one
+  // problem, naming both names, not a missing tensor, a missing parameter and an unmapped one.
+  fs_copy_renamed(dir / "hf", dir / "renamed", "model.layers.0.self_attn.k_proj.weight",
+                  "model.layers.0.self_attn.k_prej.weight");
+  auto same = tiny_state(model, false, false);
+  load.path = dir / "renamed";
+  try {
+    cairn::external::load(same, comm, conv, model, load);
+    FAIL("loaded");
+  } catch (cairn::checkpoint_error const& e) {
+    std::string text = e.what();
+    CHECK_MESSAGE(text.find("1 problem") != std::string::npos, text);
+    CHECK_MESSAGE(text.find("tensor 'model.layers.0.self_attn.k_proj.weight' is not in the checkpoint, which holds "
+                            "'model.layers.0.self_attn.k_prej.weight' instead, a name the tiny converter does not "
+                            "map (renamed?)") != std::string::npos,
+                  text);
+    CHECK(text.find("missing from the checkpoint") == std::string::npos);
+    CHECK(text.find("but not mapped") == std::string::npos);
+  }
+  load.path = dir / "hf";
 
   auto config = cairn::read_json_file(dir / "hf" / "config.json").as_object();
   config["architectures"] = boost::json::array{"Other"};

@@ -141,6 +141,9 @@ TEST_CASE("overlap of two boxes, in runs over their buffers") {
 TEST_CASE("invalid shards say why") {
   shape_t shape{4, 6};
   CHECK(shard_layout{{0}, {4}, {}}.problem(shape) == "a shard of rank 1 for a tensor of rank 2");
+  // Offsets and lengths that differ in count are that, whatever the tensor's rank.
+  CHECK(shard_layout{{0, 0}, {4}, {}}.problem(shape) == "a shard of 2 offsets and 1 length: one of each per dimension");
+  CHECK(shard_layout{{0}, {4, 6}, {}}.problem(shape) == "a shard of 1 offset and 2 lengths: one of each per dimension");
   CHECK(shard_layout{{2, 0}, {3, 6}, {}}.problem(shape) == "the shard exceeds the tensor in dimension 0");
   CHECK(shard_layout{{0, 0}, {4, 6}, cairn::flat_range{10, 30}}.problem(shape) ==
         "the flat range [10, 30) exceeds the box of 24 elements");

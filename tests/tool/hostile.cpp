@@ -253,4 +253,42 @@ TEST_CASE("check-storage reports what the filesystem guarantees, each property o
   auto bad = tool({"check-storage", "/dev/null/x"}, tmp / "log2");
   CHECK(bad.status == 1);
   CHECK(bad.output.find("/dev/null/x") != std::string::npos);
+  // Missing parents are made for the check and removed after it, the deepest first; a parent
+  // that holds something else afterwards stays.
+  CHECK(tool({"check-storage", (tmp / "a" / "b" / "c").string() + "/"}, tmp / "log4").status == 0);
+  CHECK_FALSE(fs::exists(tmp / "a"));
+  // --help is help, not a directory named --help; another option is refused.
+  auto was = fs::current_path();
+  fs::current_path(tmp.path);
+  auto help = tool({"check-storage", "--help"}, tmp / "log5");
+  CHECK(help.status == 0);
+  CHECK(help.output.find("usage: cairn check-storage DIR") != std::string::npos);
+  auto option = tool({"check-storage", "--fast"}, tmp / "log6");
+  CHECK(option.status == 2);
+  CHECK(option.output.find("unknown option '--fast'") != std::string::npos);
+  fs::current_path(was);
+  CHECK_FALSE(fs::exists(tmp / "--help"));
+  CHECK_FALSE(fs::exists(tmp / "--fast"));
+}
+
+TEST_CASE("names from files reach the terminal escaped: no escape sequence, no forged line") {
+  temp_dir tmp;
+  // A safetensors file written by hand: a tensor and a metadata value whose names hold ESC, a
+  // carriage return and a line break.
+  std::string header = R"({"__metadata__":{"note":"a\u001b]0;title\u0007b"},")" +
+                       std::string("w\\u001b[2J\\rforged\\nline") +
+                       R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  while (header.size() % 8 != 0) header += ' ';
+  std::string file(8, '\0');
+  auto length = static_cast<std::uint64_t>(header.size());
+  for (int i = 0; i < 8; ++i) file[static_cast<std::size_t>(i)] = static_cast<char>((length >> (8 * i)) & 0xff);
+  file += header + std::string(4, '\0');
+  write_text(tmp / "odd.safetensors", file);
+  auto r = tool({"inspect", (tmp / "odd.safetensors").string()}, tmp / "log");
+  CHECK(r.output.find('\x1b') == std::string::npos);
+  CHECK(r.output.find('\r') == std::string::npos);
+  CHECK(r.output.find('\x07') == std::string::npos);
+  CHECK_MESSAGE(r.output.find("w\\x1b[2J\\x0dforged\\x0aline") != std::string::npos, r.output);
+  CHECK(r.output.find("\nline") == std::string::npos);
+  CHECK_MESSAGE(r.output.find("a\\x1b]0;title\\x07b") != std::string::npos, r.output);
 }

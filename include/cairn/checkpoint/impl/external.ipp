@@ -22,6 +22,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -29,6 +30,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cairn::external {
@@ -419,10 +421,22 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
   weights_only.optimizer_state = false;
   cairn::detail::loader loader(state, weights_only, {state.shard_names.at(0)}, verify);
   auto file_of = external_weight_map(loader, config.path);
-  std::set<std::string> used, loaded;
+  std::set<std::string> used, loaded, reported;
+  // The rules whose tensors are not in the files: reported once each, below, with what the
+  // files hold instead.
+  std::vector<std::pair<std::string, std::vector<std::string>>> absent; // parameter, its absent tensors
   for (auto const& rule : rules) {
     bool wanted = std::any_of(rule.ours.begin(), rule.ours.end(), [&](auto const& n) { return state.find(n); });
     if (!wanted) continue;
+    std::vector<std::string> gone;
+    for (auto const& name : rule.theirs)
+      if (!file_of.contains(name)) gone.push_back(name);
+    if (!gone.empty()) {
+      used.insert(rule.theirs.begin(), rule.theirs.end()); // those present are this rule's, not unmapped
+      reported.insert(rule.ours.begin(), rule.ours.end());
+      absent.emplace_back(rule.ours.front(), std::move(gone));
+      continue;
+    }
     try {
       if (rule.unchanged) { // each rank reads its own part of it, where it lies in the file
         load_renamed(state, rule, file_of, loader, config.path, verify, used, loaded);
@@ -432,15 +446,42 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
       load_ours(state, rule, rule.to_ours(theirs), loader, loaded);
     } catch (error const& e) {
       loader.problem(rule.ours.front(), e.what());
+      reported.insert(rule.ours.begin(), rule.ours.end());
     }
   }
   for (auto& p : state.parameters) {
-    if (!loaded.contains(p.layout.name)) loader.missing(p.layout.name);
+    if (!loaded.contains(p.layout.name) && !reported.contains(p.layout.name)) loader.missing(p.layout.name);
     loader.finish(p);
   }
+  std::vector<std::string> unmapped;
   for (auto const& [name, file] : file_of)
-    if (!used.contains(name) && !(skipped && skipped(name)))
-      loader.problem(name, "in the checkpoint but not mapped by the " + model_type + " converter");
+    if (!used.contains(name) && !(skipped && skipped(name))) unmapped.push_back(name);
+  // A tensor the converter looks for in vain and one it does not map, alike in name, are one
+  // error: a renamed tensor.
+  auto likeness = [](std::string const& a, std::string const& b) {
+    std::size_t prefix = 0, suffix = 0, most = std::min(a.size(), b.size());
+    while (prefix < most && a[prefix] == b[prefix]) ++prefix;
+    while (suffix < most - prefix && a[a.size() - 1 - suffix] == b[b.size() - 1 - suffix]) ++suffix;
+    return prefix + suffix;
+  };
+  for (auto const& [parameter, gone] : absent) {
+    std::string text;
+    for (auto const& name : gone) {
+      auto best = unmapped.end();
+      std::size_t best_likeness = 0;
+      for (auto it = unmapped.begin(); it != unmapped.end(); ++it)
+        if (auto l = likeness(name, *it); l > best_likeness) best = it, best_likeness = l;
+      text += (text.empty() ? "" : "; ") + std::string("tensor '") + name + "' is not in the checkpoint";
+      if (best != unmapped.end() && 2 * best_likeness >= name.size()) {
+        text +=
+            ", which holds '" + *best + "' instead, a name the " + model_type + " converter does not map (renamed?)";
+        unmapped.erase(best);
+      }
+    }
+    loader.problem(parameter, text);
+  }
+  for (auto const& name : unmapped)
+    loader.problem(name, "in the checkpoint but not mapped by the " + model_type + " converter");
   // Every tensor of the files where the index says: a second copy in another file is one that
   // transformers may load instead (it loads every file), so the two readers would differ.
   // (A file the index names two ways, "./a" and "a", is one file.)

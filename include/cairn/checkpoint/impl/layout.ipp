@@ -31,7 +31,11 @@ CAIRN_DECL std::uint64_t shard_layout::box_numel() const noexcept {
 }
 
 CAIRN_DECL std::optional<std::string> shard_layout::problem(std::vector<std::uint64_t> const& shape) const {
-  if (offsets.size() != shape.size() || lengths.size() != shape.size())
+  if (offsets.size() != lengths.size())
+    return "a shard of " + std::to_string(offsets.size()) + (offsets.size() == 1 ? " offset and " : " offsets and ") +
+           std::to_string(lengths.size()) + (lengths.size() == 1 ? " length" : " lengths") +
+           ": one of each per dimension";
+  if (lengths.size() != shape.size())
     return "a shard of rank " + std::to_string(lengths.size()) + " for a tensor of rank " +
            std::to_string(shape.size());
   for (std::size_t d = 0; d < shape.size(); ++d)

@@ -23,7 +23,10 @@ CAIRN_DECL std::uint64_t box::numel() const noexcept {
 CAIRN_DECL void copy_box(std::span<std::byte const> source, std::span<std::uint64_t const> shape,
                          std::size_t element_size, box const& region, std::span<std::byte> target) {
   auto rank = shape.size();
-  if (region.offsets.size() != rank || region.lengths.size() != rank)
+  if (region.offsets.size() != region.lengths.size())
+    throw error(io_errc::invalid_argument, "box of " + std::to_string(region.offsets.size()) + " offsets and " +
+                                               std::to_string(region.lengths.size()) + " lengths");
+  if (region.offsets.size() != rank)
     throw error(io_errc::invalid_argument, "box of rank " + std::to_string(region.offsets.size()) +
                                                " for a tensor of rank " + std::to_string(rank));
   for (std::size_t d = 0; d < rank; ++d)

@@ -246,21 +246,27 @@ inline storage_check check_mmap(scratch_path scratch) {
 /// A directory to check in, inside the one asked about, removed with everything in it (and the
 /// directory asked about, when this made it and it is empty) when done.
 struct scratch_directory {
-  std::filesystem::path path, created;
+  std::filesystem::path path;
+  std::vector<std::filesystem::path> created; // the directories made for it, deepest first
   explicit scratch_directory(std::filesystem::path const& dir, std::uint64_t nonce) {
     std::error_code exists_error;
-    bool made = !std::filesystem::exists(dir, exists_error);
+    auto deepest = dir.lexically_normal();
+    if (deepest.filename().empty()) deepest = deepest.parent_path(); // "a/b/" is "a/b"
+    for (auto at = deepest; !at.empty() && !std::filesystem::exists(at, exists_error); at = at.parent_path()) {
+      created.push_back(at);
+      if (at == at.parent_path()) break;
+    }
     make_directories(dir);
     path = dir / (".cairn-check-storage-" + std::to_string(::getpid()) + "-" + std::to_string(nonce));
     if (::mkdir(path.c_str(), 0755) != 0) throw system_error(path, "cannot create a directory to check in");
-    if (made) created = dir;
   }
   scratch_directory(scratch_directory const&) = delete;
   scratch_directory& operator=(scratch_directory const&) = delete;
   ~scratch_directory() {
     std::error_code ec;
     std::filesystem::remove_all(path, ec);
-    if (!created.empty()) std::filesystem::remove(created, ec); // only if empty
+    for (auto const& made : created) // each only if empty: what another program put there meanwhile stays
+      if (!std::filesystem::remove(made, ec)) break;
   }
 };
 
