@@ -182,7 +182,7 @@ public:
       if (b.grad().defined()) b.grad().zero_();
     auto pass = forward(x, y);
     backward(pass);
-    update(blocks_, state_, comms_.data, cfg_.optimizer, iteration, int(cfg_.parallel.zero_stage), device_);
+    update(blocks_, state_, comms_, cfg_.optimizer, iteration, int(cfg_.parallel.zero_stage), device_);
     return total(pass.loss);
   }
 

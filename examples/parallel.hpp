@@ -145,17 +145,20 @@ inline void zero_adam(cairn::model_state& state, at::Tensor const& gradient, opt
   }
 }
 
-/// After a backward pass: the gradients of `blocks` summed over the data-parallel group `data`,
+/// After a backward pass: the gradients of `blocks` summed over the data-parallel group of `comms`,
 /// Adam on this rank's shards in `state`, the blocks gathered back. Gradients that are not
 /// finite are not applied: an error, so that no save holds what they would make.
-inline void update(std::vector<at::Tensor>& blocks, cairn::model_state& state, cairn::comm::any_communicator& data,
+inline void update(std::vector<at::Tensor>& blocks, cairn::model_state& state, cairn::comm::grid_communicators& comms,
                    optimizer_config const& o, std::int64_t iteration, int zero_stage, c10::Device device) {
+  auto& data = comms.data;
   std::vector<at::Tensor> grads;
   for (auto& b : blocks)
     grads.push_back(b.grad().defined() ? b.grad().view({-1}) : at::zeros({b.numel()}, b.options()));
   auto gradient = at::cat(grads).to(data.device());
   data.all_reduce(gradient, cairn::comm::reduce_op::sum);
-  if (!at::isfinite(gradient).all().item<bool>()) // the same on the data-parallel group: all stop
+  // Decided by every rank of the job together: a stage or a tensor-parallel block whose
+  // gradients alone are not finite stops every rank, not only its own data-parallel group.
+  if (!cairn::comm::all_of(comms.world, at::isfinite(gradient).all().item<bool>()))
     throw std::runtime_error("iteration " + std::to_string(iteration) +
                              ": the gradients are not finite (NaN or infinite); not applied, the run stops (the "
                              "newest checkpoint holds the last finite weights: lower optimizer.learning_rate?)");

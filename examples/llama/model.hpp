@@ -408,7 +408,7 @@ public:
           double(data.batch_size * data.sequence_length);
       loss.backward();
     }
-    update(blocks_, state_, comms_.data, cfg_.optimizer, iteration, zero_stage(), device_);
+    update(blocks_, state_, comms_, cfg_.optimizer, iteration, zero_stage(), device_);
     state_.items["data"] = boost::json::serialize(boost::json::object{{"position", loader_.position()},
                                                                       {"corpus_bytes", loader_.size()},
                                                                       {"seed", static_cast<std::int64_t>(cfg_.seed)},

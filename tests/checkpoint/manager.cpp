@@ -1012,3 +1012,32 @@ TEST_CASE("a hung callback is stopped at its timeout, and no more than max_runni
   CHECK(log.has(severity::warning, "callback still running after its timeout of 0.5"));
   CHECK(log.has(severity::warning, "callbacks of earlier saves still run (max_running)"));
 }
+
+TEST_CASE("retention never deletes the newest finite checkpoint: a diverged run keeps a state to go back to") {
+  temp_dir tmp;
+  comm::single_process comm;
+  captured log;
+  manager m(schedule(R"({"train_iters": 6, "checkpoint": {"interval": 1, "keep": 1}})"), tmp.path, comm,
+            sync_options());
+  auto state = manager_test::make(0, 1, 0);
+  for (std::int64_t it = 1; it <= 6; ++it) {
+    manager_test::fill(state, it);
+    if (it >= 3 && it <= 5)
+      state.parameters[0].shards[0].narrow(0, 0, 1).fill_(std::numeric_limits<float>::quiet_NaN());
+    if (it == 5) state.parameters[0].shards[0].narrow(0, 0, 1).fill_(std::numeric_limits<float>::infinity());
+    m.step(it, state);
+    if (it == 5) {
+      // keep 1 would leave 5 alone: 2, the last finite one, stays as well.
+      CHECK(m.checkpoints().complete() == list{2, 5});
+      CHECK_FALSE(m.checkpoints().finite(5));
+      CHECK(m.checkpoints().finite(2));
+      CHECK(read_text(tmp / "checkpoints" / "5" / "complete.json").find("\"finite\": false") != std::string::npos);
+      CHECK(log.has(severity::warning, "not finite"));
+      CHECK(log.has(severity::warning, "retention keeps " + (tmp / "checkpoints" / "2").string()));
+    }
+  }
+  // Finite again: retention as configured.
+  CHECK(m.checkpoints().complete() == list{6});
+  CHECK(m.checkpoints().finite(6));
+  CHECK(read_text(tmp / "checkpoints" / "6" / "complete.json").find("finite") == std::string::npos);
+}

@@ -94,6 +94,11 @@ public:
   /// already be durable (cairn's writers fsync each file before naming it).
   CAIRN_DECL void commit(std::int64_t iteration, boost::json::object info = {});
 
+  /// Whether the save at `iteration` holds finite values only, as its marker says: a marker
+  /// with `"finite": false` (the manager's, for a state holding NaN or infinity), or one that
+  /// cannot be read, says no.
+  [[nodiscard]] CAIRN_DECL bool finite(std::int64_t iteration) const;
+
   /// Removes the save at `iteration`: its marker first (durably), so that a crash midway
   /// leaves a save that is plainly incomplete, then everything else.
   CAIRN_DECL void remove(std::int64_t iteration);

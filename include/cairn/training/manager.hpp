@@ -153,8 +153,11 @@ private:
   /// Every rank has written its part: rank 0 makes the save complete, applies retention and
   /// starts the callback.
   CAIRN_DECL void commit(save_directory& dir, checkpoint_base_config const& schedule, std::int64_t iteration,
-                         char const* kind, std::uint64_t bytes, clock::time_point started,
-                         std::optional<double> paused);
+                         char const* kind, std::uint64_t bytes, clock::time_point started, std::optional<double> paused,
+                         bool finite);
+
+  /// Whether every rank's `state` is finite (no NaN, no infinity). Collective.
+  [[nodiscard]] CAIRN_DECL bool all_finite(model_state const& state);
 
   CAIRN_DECL void report(std::string const& what, std::filesystem::path const& path, std::uint64_t bytes,
                          clock::time_point started, std::optional<double> paused);
@@ -174,6 +177,7 @@ private:
   background_writer writer_;
   running_callbacks callbacks_;
   std::optional<std::int64_t> last_checkpoint_;
+  bool pending_finite_ = true; // whether the checkpoint in flight holds finite values only
   std::optional<std::int64_t> last_export_;
   std::int64_t start_ = 0;
   bool shared_checked_ = false;

@@ -154,6 +154,18 @@ CAIRN_DECL void save_directory::commit(std::int64_t iteration, boost::json::obje
   if (replacing) io::remove_tree(replaced(iteration));
 }
 
+CAIRN_DECL bool save_directory::finite(std::int64_t iteration) const {
+  try {
+    auto document = read_json_file(path(iteration) / completion_marker, max_config_file_size);
+    auto const* object = document.if_object();
+    if (!object) return false;
+    auto const* flag = object->if_contains("finite");
+    return !flag || (flag->is_bool() && flag->as_bool());
+  } catch (std::exception const&) {
+    return false;
+  }
+}
+
 CAIRN_DECL void save_directory::remove(std::int64_t iteration) {
   auto dir = path(iteration);
   if (std::filesystem::is_symlink(dir)) throw io::io_error(dir, "a symbolic link: not removed");

@@ -23,6 +23,8 @@
 #include <cairn/training/save_report.hpp>
 #include <cairn/training/training_config.hpp>
 
+#include <ATen/ops/isfinite.h>
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
 #include <chrono>
@@ -229,6 +231,7 @@ CAIRN_DECL void basic_checkpoint_manager::save(std::int64_t iteration, model_sta
   std::uint64_t bytes = 0;
   for (auto b : plan.bytes_per_rank(comm_.size())) bytes += b;
   last_checkpoint_ = iteration;
+  pending_finite_ = all_finite(state);
   if (!options_.async) {
     writer_.run(iteration, dir, bytes, started,
                 [&, rank = comm_.rank()] { detail::execute_alone(plan, dir, state, rank); });
@@ -268,7 +271,8 @@ CAIRN_DECL void basic_checkpoint_manager::save_export(std::int64_t iteration, mo
     }
     last_export_ = iteration;
     auto bytes = whole_bytes(state.layout(), state.shard_names.size(), save);
-    commit(exports_, config_.export_, iteration, "export", bytes, started, {}); // abandons it when it fails
+    commit(exports_, config_.export_, iteration, "export", bytes, started, {}, // abandons it when it fails
+           all_finite(state));
   } catch (...) {
     commit_pending_quietly();
     throw;
@@ -305,7 +309,8 @@ CAIRN_DECL void basic_checkpoint_manager::commit_pending() {
     abandon(checkpoints_, write.iteration);
     throw;
   }
-  commit(checkpoints_, config_.checkpoint, write.iteration, "checkpoint", write.bytes, write.started, write.paused);
+  commit(checkpoints_, config_.checkpoint, write.iteration, "checkpoint", write.bytes, write.started, write.paused,
+         pending_finite_);
 }
 
 CAIRN_DECL void basic_checkpoint_manager::stage(save_directory& dir, std::int64_t iteration) {
@@ -330,10 +335,13 @@ CAIRN_DECL void basic_checkpoint_manager::abandon(save_directory& dir, std::int6
 
 CAIRN_DECL void basic_checkpoint_manager::commit(save_directory& dir, checkpoint_base_config const& schedule,
                                                  std::int64_t iteration, char const* kind, std::uint64_t bytes,
-                                                 clock::time_point started, std::optional<double> paused) {
+                                                 clock::time_point started, std::optional<double> paused, bool finite) {
   try {
     comm::all_succeed(comm_, std::string("cannot commit ") + kind + " " + std::to_string(iteration), [&] {
-      if (comm_.rank() == 0) dir.commit(iteration, {{"kind", kind}, {"world_size", comm_.size()}});
+      if (comm_.rank() != 0) return;
+      boost::json::object info{{"kind", kind}, {"world_size", comm_.size()}};
+      if (!finite) info["finite"] = false;
+      dir.commit(iteration, std::move(info));
     });
   } catch (...) {
     abandon(dir, iteration);
@@ -341,8 +349,21 @@ CAIRN_DECL void basic_checkpoint_manager::commit(save_directory& dir, checkpoint
   }
   if (comm_.rank() != 0) return;
   report(std::string("saved ") + kind, dir.path(iteration), bytes, started, paused);
-  for (auto old : schedule.to_delete(dir.complete())) {
-    if (old == iteration) continue;
+  auto complete = dir.complete();
+  // Retention never deletes the newest save of finite values: a run that diverged keeps the
+  // last state it can go back to, however many saves of NaN come after it.
+  std::optional<std::int64_t> newest_finite;
+  for (auto it = complete.rbegin(); it != complete.rend() && !newest_finite; ++it)
+    if (*it == iteration ? finite : dir.finite(*it)) newest_finite = *it;
+  if (!finite)
+    emit(severity::warning,
+         {dir.path(iteration).string(),
+          std::string("the ") + kind +
+              " holds values that are not finite (NaN or infinity); its marker says so (\"finite\": false), and " +
+              (newest_finite ? "retention keeps " + dir.path(*newest_finite).string() + ", the newest finite one"
+                             : std::string("no finite one is left"))});
+  for (auto old : schedule.to_delete(complete)) {
+    if (old == iteration || old == newest_finite) continue;
     try {
       dir.remove(old);
     } catch (std::exception const& e) {
@@ -351,6 +372,20 @@ CAIRN_DECL void basic_checkpoint_manager::commit(save_directory& dir, checkpoint
   }
   if (schedule.callback.enabled()) callbacks_.start(schedule.callback, dir.path(iteration).string(), iteration, kind);
   callbacks_.reap();
+}
+
+CAIRN_DECL bool basic_checkpoint_manager::all_finite(model_state const& state) {
+  bool finite = true;
+  for (auto const& p : state.parameters) {
+    for (auto const& shard : p.shards)
+      if (shard.defined() && shard.is_floating_point() && shard.numel() > 0 &&
+          !at::isfinite(shard).all().item<bool>()) {
+        finite = false;
+        break;
+      }
+    if (!finite) break;
+  }
+  return comm::all_of(comm_, finite);
 }
 
 CAIRN_DECL void basic_checkpoint_manager::report(std::string const& what, std::filesystem::path const& path,
