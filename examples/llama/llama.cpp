@@ -76,7 +76,7 @@ int logits(std::vector<std::int64_t> const& tokens, llama_config cfg) {
   if (pretrained.format == cairn::checkpoint_format::external) {
     auto type = pretrained.model_type.empty() ? model_type_of(pretrained.path) : pretrained.model_type;
     conv = cairn::llama::converters().at(type);
-    auto theirs = cairn::external::load_config(*conv, pretrained.path, pretrained.model_type);
+    auto theirs = cairn::external::load_config_to_load(*conv, pretrained.path, pretrained.model_type);
     if (cairn::loads_architecture(pretrained.load_config))
       model = theirs;
     else if (cairn::to_json(theirs) != cairn::to_json(model))
@@ -231,7 +231,7 @@ int convert_for_layout(cairn::convert_config const& config, llama_config const& 
   if (config.input.format == checkpoint_format::external) {
     conv = cairn::llama::converters().at(config.input.model_type.empty() ? model_type_of(config.input.path)
                                                                          : config.input.model_type);
-    model = cairn::external::load_config(*conv, config.input.path, config.input.model_type);
+    model = cairn::external::load_config_to_load(*conv, config.input.path, config.input.model_type);
   } else {
     model =
         cairn::parse_lenient<llama_config>(cairn::read_stored_metadata(config.input.path, config.input.format).config)

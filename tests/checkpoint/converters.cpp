@@ -81,6 +81,30 @@ TEST_CASE("a Llama-family model's parameters: transformers' names, its shapes, i
   CHECK(find("model.layers.0.self_attn.o_proj.weight").shape == std::vector<std::uint64_t>{64, 32});
 }
 
+TEST_CASE("a Llama-family model's parameter count, from its config alone, is the sum of its tensors; past 64 bits, none") {
+  for (int variant = 0; variant < 4; ++variant) {
+    CAPTURE(variant);
+    auto m = small();
+    m.qkv_bias = variant & 1;
+    m.o_bias = variant == 2;
+    m.tie_word_embeddings = variant >= 2;
+    if (variant == 3) m.head_dim = 32;
+    std::uint64_t sum = 0;
+    for (auto const& p : cairn::llama::parameters(m)) {
+      std::uint64_t n = 1;
+      for (auto d : p.shape) n *= d;
+      sum += n;
+    }
+    CHECK(cairn::llama::parameter_elements(m) == sum);
+  }
+  auto huge = small();
+  huge.vocab_size = std::int64_t{1} << 62;
+  CHECK_FALSE(cairn::llama::parameter_elements(huge));
+  huge = small();
+  huge.num_hidden_layers = std::int64_t{1} << 60;
+  CHECK_FALSE(cairn::llama::parameter_elements(huge));
+}
+
 TEST_CASE("config.json both ways: llama, mistral and qwen2 write transformers' keys and read them back") {
   temp_dir dir;
   auto m = small();
@@ -235,6 +259,21 @@ TEST_CASE("an export of a Llama-family model: transformers' files and names, loa
     CHECK((file.find("lm_head.weight") != nullptr) == (type == "llama"));
 
     auto loaded_model = cairn::external::load_config(conv, save.path);
+    CHECK(cairn::to_json(cairn::external::load_config_to_load(conv, save.path)) == cairn::to_json(loaded_model));
+    // A config.json of a model larger than its files, or past 64 bits: refused before anything
+    // is made of it.
+    for (auto [key, value] : {std::pair{"vocab_size", std::int64_t{1} << 40}, std::pair{"num_hidden_layers", std::int64_t{3}},
+                              std::pair{"hidden_size", std::int64_t{1} << 62}}) {
+      CAPTURE(key);
+      auto hostile = dir / (type + "-" + key);
+      std::filesystem::copy(save.path, hostile);
+      auto edited = config;
+      edited[key] = value;
+      if (std::string(key) == "hidden_size") edited["head_dim"] = 16;
+      std::ofstream(hostile / "config.json", std::ios::trunc) << boost::json::serialize(edited);
+      CHECK_THROWS_WITH_AS((void)cairn::external::load_config_to_load(conv, hostile),
+                           doctest::Contains("refused before"), cairn::config_error);
+    }
     auto expected = model;
     expected.head_dim = model.head_size(); // written, and read back, explicitly
     CHECK(cairn::to_json(loaded_model) == cairn::to_json(expected));

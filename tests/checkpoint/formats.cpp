@@ -289,8 +289,16 @@ TEST_CASE("a grid's layouts are stored as its rules; rules edited, inflated or d
   // A grid of a billion ranks from a few bytes: refused before anything is expanded.
   text = edited([](boost::json::object& m) { m["rules"].as_object()["data"] = 1 << 30; });
   CHECK(text.find("metadata.json: rules: layout rules: data is 1073741824") != std::string::npos);
+  // A million ranks from a directory of one rank file: refused before the rules are expanded.
   text = edited([](boost::json::object& m) { m["rules"].as_object()["data"] = 1 << 20; });
-  CHECK(text.find("more than a reader expands") != std::string::npos);
+  CHECK_MESSAGE(text.find("rules: a grid of 1048576 ranks, but the directory holds the files of 1 (rank_0.safetensors "
+                          "up to rank_0)") != std::string::npos,
+                text);
+  CHECK(text.find("refused before they are expanded") != std::string::npos);
+  // A few ranks more than the files: expanded, and refused for what the files say.
+  text = edited([](boost::json::object& m) { m["rules"].as_object()["data"] = 3; });
+  CHECK_MESSAGE(text.find("rank_0.safetensors: was written by one of 1 ranks, the metadata lists 3") != std::string::npos,
+                text);
   text = edited([](boost::json::object& m) { m["rules"].at("parameters").at(1).as_object()["stage"] = 1; });
   CHECK(text.find("'layer.weight': stage 1 of a pipeline of 1") != std::string::npos);
   // Rules in metadata of a version before them; metadata with no layout at all; rules of no parameter.
@@ -313,7 +321,7 @@ TEST_CASE("a grid's layouts are stored as its rules; rules edited, inflated or d
     rules["parameters"] = boost::json::array{first};
     rules["data"] = 1 << 20; // a million copies of one rule of 4,000 characters
   });
-  CHECK(text.find("expand to about") != std::string::npos);
+  CHECK(text.find("refused before they are expanded") != std::string::npos);
   text = edited([](boost::json::object& m) {
     m["rules"].at("parameters").at(0).as_object()["shape"] = boost::json::array(100, boost::json::value(1));
   });

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +90,10 @@ template <class Model> struct converter {
   /// Tensors of their checkpoints that mean nothing to the model, skipped when read instead of
   /// refused as unmapped (buffers an older writer saved, such as Llama's rotary `inv_freq`).
   std::function<bool(std::string const&)> skipped = {};
+  /// The elements of the model's parameters, from its config alone (nothing: more than 64 bits
+  /// hold). Given, `load_config` refuses a config.json whose model the checkpoint's files cannot
+  /// hold, before any program allocates it (a hostile `vocab_size` or `num_hidden_layers`).
+  std::function<std::optional<std::uint64_t>(Model const&)> elements = {};
 };
 
 /// `conv` applied to `model`: its config.json and weight rules, for `save_checkpoint` and
@@ -137,6 +142,15 @@ template <class Model> void save(model_state const& state, comm::communicator_re
   detail::save(state, comm, bound.model_type, bound.weights, bound.config, config);
 }
 
+namespace detail {
+/// The elements of every tensor in the `.safetensors` files of the external checkpoint at
+/// `path`, read from their headers.
+CAIRN_DECL std::uint64_t stored_elements(std::filesystem::path const& path);
+/// A config_error naming config.json when a model of `elements` (nothing: beyond 64 bits)
+/// cannot be in the files of `path`.
+CAIRN_DECL void check_model_fits(std::filesystem::path const& path, std::optional<std::uint64_t> elements);
+} // namespace detail
+
 /// The model config of an external checkpoint, through the converter's config mapping. The
 /// checkpoint's config.json must name the converter's model type; `model_type` (the load
 /// config's, optional) must too when given.
@@ -167,6 +181,18 @@ Model load_config(converter<Model> const& conv, std::filesystem::path const& pat
     }
     throw config_error(std::move(named));
   }
+}
+
+/// `load_config`, for a program about to make the model and load the checkpoint's weights
+/// into it: with the converter's `elements`, a model the checkpoint's files cannot hold (a
+/// config.json of a huge `vocab_size` or `num_hidden_layers`, a count past 64 bits) is refused
+/// first, naming config.json, before anything is allocated for it.
+template <class Model>
+Model load_config_to_load(converter<Model> const& conv, std::filesystem::path const& path,
+                          std::string const& model_type = {}) {
+  auto model = load_config(conv, path, model_type);
+  if (conv.elements) detail::check_model_fits(path, conv.elements(model));
+  return model;
 }
 
 /// Loads the model weights of an external checkpoint into `state` (any layout). `model` is the

@@ -101,7 +101,14 @@ struct replica_writers {
 CAIRN_DECL replica_writers replica_writers_of(std::vector<rank_layout> const& ranks, replica_writer_rule rule);
 
 /// `parse_checkpoint_metadata`, its errors config_errors.
-CAIRN_DECL checkpoint_metadata parse_metadata_document(boost::json::value document, std::string const& source);
+/// With `rank_files` (the ranks whose files the checkpoint's directory holds: the highest
+/// `rank_N.safetensors` + 1), layout rules for more ranks than that are refused before they are
+/// expanded when their layouts would take more than `unbacked_rule_bytes`: a small edit of
+/// metadata.json cannot make a reader spend what no checkpoint on disk backs.
+CAIRN_DECL checkpoint_metadata parse_metadata_document(boost::json::value document, std::string const& source,
+                                                       std::optional<std::int64_t> rank_files = std::nullopt);
+/// What layouts of ranks without files may take, expanded: 64 MiB.
+inline constexpr std::uint64_t unbacked_rule_bytes = std::uint64_t{64} << 20;
 /// The io_error of malformed stored metadata in `source`, from the config_error that found it.
 CAIRN_DECL io::io_error stored_metadata_error(std::string const& source, config_error const& e);
 

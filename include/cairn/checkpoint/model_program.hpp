@@ -39,7 +39,7 @@ std::string convert(convert_config const& config, converter<Model> const& conv, 
   if (!from_external && config.output.format != checkpoint_format::external) return convert_checkpoint(config);
   cairn::detail::refuse_overlap(config.input.path, config.output.path);
   cairn::detail::refuse_incomplete_save(config.input.path);
-  auto model = from_external ? load_config(conv, config.input.path, config.input.model_type)
+  auto model = from_external ? external::load_config_to_load(conv, config.input.path, config.input.model_type)
                              : program.model_of(read_stored_metadata(config.input.path, config.input.format).config);
   auto state = program.state(model);
   comm::single_process comm;

@@ -133,7 +133,7 @@ public:
       if (!converter)
         throw checkpoint_error(checkpoint_errc::needs_converter,
                                "pretrained.format is external: this program gives its training_run no converter");
-      return external::load_config(*converter, path, cfg.pretrained.model_type);
+      return external::load_config_to_load(*converter, path, cfg.pretrained.model_type);
     });
     if (converter) converter_ = external::bind(*converter, cfg.*model);
     config_ = cfg;

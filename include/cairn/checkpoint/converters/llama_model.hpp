@@ -108,6 +108,10 @@ struct parameter {
 /// norm, the head (when not tied).
 CAIRN_DECL std::vector<parameter> parameters(model_config const& model);
 
+/// The elements of the parameters of `model`, computed from its config alone without
+/// listing them; nothing when they overflow 64 bits.
+CAIRN_DECL std::optional<std::uint64_t> parameter_elements(model_config const& model);
+
 } // namespace cairn::llama
 
 #ifndef CAIRN_SEPARATE_COMPILATION

@@ -411,6 +411,26 @@ inline void load_renamed(model_state& state, weight_rule const& rule, std::map<s
   loader.load(*p, 0, sources, rule.ours[0]);
 }
 
+CAIRN_DECL std::uint64_t stored_elements(std::filesystem::path const& path) {
+  std::uint64_t elements = 0;
+  for (auto const& file : safetensors_files(path)) { // each header bounded and checked against its file's size
+    io::safetensors_file read(file);
+    for (auto const& t : read.tensors()) elements += t.numel();
+  }
+  return elements;
+}
+
+CAIRN_DECL void check_model_fits(std::filesystem::path const& path, std::optional<std::uint64_t> elements) {
+  auto file = formats::external_config(path).string();
+  if (!elements)
+    throw config_error({{file, "describes a model of more than 2^64 parameters: refused before it is made"}});
+  auto stored = stored_elements(path);
+  if (*elements > stored)
+    throw config_error({{file, "describes a model of " + std::to_string(*elements) +
+                                   " parameters; the checkpoint's .safetensors files hold " + std::to_string(stored) +
+                                   " elements: refused before the model is made"}});
+}
+
 CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::string const& model_type,
                      std::vector<weight_rule> const& rules, checkpoint_load_config const& config, verification verify,
                      std::function<bool(std::string const&)> const& skipped) {

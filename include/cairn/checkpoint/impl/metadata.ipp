@@ -13,11 +13,14 @@
 #include <boost/json/value.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace cairn {
@@ -116,7 +119,24 @@ CAIRN_DECL checkpoint_metadata read_checkpoint_metadata(std::filesystem::path co
   } catch (config_error const& e) {
     throw detail::stored_metadata_error(file.string(), e);
   }
-  return parse_checkpoint_metadata(std::move(document), file.string());
+  // The ranks whose files are there: what layout rules may claim without further ado.
+  std::int64_t rank_files = 0;
+  std::error_code failed;
+  for (std::filesystem::directory_iterator it(file.parent_path(), failed), end; !failed && it != end;
+       it.increment(failed)) {
+    auto name = it->path().filename().string();
+    if (!name.starts_with("rank_") || !name.ends_with(".safetensors")) continue;
+    auto digits = std::string_view(name).substr(5, name.size() - 5 - 12);
+    std::int64_t rank = 0;
+    auto [end_of, problem] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+    if (problem == std::errc() && end_of == digits.data() + digits.size() && !digits.empty() && rank < (1 << 20))
+      rank_files = std::max(rank_files, rank + 1);
+  }
+  try {
+    return detail::parse_metadata_document(std::move(document), file.string(), rank_files);
+  } catch (config_error const& e) {
+    throw detail::stored_metadata_error(file.string(), e);
+  }
 }
 
 CAIRN_DECL checkpoint_metadata parse_checkpoint_metadata(boost::json::value document, std::string const& source) {
@@ -127,7 +147,8 @@ CAIRN_DECL checkpoint_metadata parse_checkpoint_metadata(boost::json::value docu
   }
 }
 
-CAIRN_DECL checkpoint_metadata detail::parse_metadata_document(boost::json::value document, std::string const& source) {
+CAIRN_DECL checkpoint_metadata detail::parse_metadata_document(boost::json::value document, std::string const& source,
+                                                               std::optional<std::int64_t> rank_files) {
   if (!document.is_object()) throw config_error({{source, "checkpoint metadata must be a JSON object"}});
   auto& object = document.get_object();
   auto const* version = object.if_contains("version");
@@ -157,6 +178,23 @@ CAIRN_DECL checkpoint_metadata detail::parse_metadata_document(boost::json::valu
       if (!out.ranks.empty())
         throw config_error(
             std::vector<diagnostic>{{"rules", "stands for 'ranks', which the metadata lists too: one or the other"}});
+      auto const& r = *out.rules;
+      auto sized = [](std::int64_t n) { return n >= 1 && n <= (std::int64_t{1} << 20); };
+      if (rank_files && sized(r.tensor) && sized(r.pipeline) && sized(r.data) &&
+          r.tensor * r.pipeline * r.data > *rank_files) {
+        // About what the layouts would take expanded (as expand_rules counts it), in floating
+        // point: no count can overflow.
+        double bytes = 0;
+        for (auto const& rule : r.parameters)
+          bytes += double(r.tensor) * double(r.data) * double(160 + rule.name.size() + 24 * rule.shape.size());
+        if (bytes > double(unbacked_rule_bytes))
+          throw config_error(std::vector<diagnostic>{
+              {"rules", "a grid of " + std::to_string(r.tensor * r.pipeline * r.data) +
+                            " ranks, but the directory holds the files of " + std::to_string(*rank_files) +
+                            " (rank_0.safetensors up to rank_" + std::to_string(*rank_files - 1) +
+                            "): layouts of about " + std::to_string(static_cast<std::uint64_t>(bytes) >> 20) +
+                            " MiB for ranks without files are refused before they are expanded"}});
+      }
       try {
         out.ranks = expand_rules(*out.rules);
       } catch (error const& e) {

@@ -105,6 +105,7 @@ CAIRN_DECL external::converter<model_config> converter(std::string const& model_
     for (auto const& p : parameters(model)) rules.push_back(external::renamed(p.name, p.name));
     return rules;
   };
+  out.elements = [](model_config const& model) { return parameter_elements(model); };
   // transformers before 4.31 saved each layer's rotary frequencies, a buffer it computes.
   out.skipped = [](std::string const& name) { return name.ends_with(".self_attn.rotary_emb.inv_freq"); };
   return out;

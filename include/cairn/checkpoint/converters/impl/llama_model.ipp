@@ -6,6 +6,7 @@
 #include <cairn/checkpoint/layout.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,32 @@ CAIRN_DECL std::vector<parameter> parameters(model_config const& m) {
   out.push_back({"model.norm.weight", {h}, none});
   if (!m.tie_word_embeddings) out.push_back({"lm_head.weight", {v, h}, rows});
   return out;
+}
+
+CAIRN_DECL std::optional<std::uint64_t> parameter_elements(model_config const& m) {
+  bool overflow = false; // any step below past 64 bits
+  auto times = [&](std::uint64_t a, std::uint64_t b) {
+    std::uint64_t out = 0;
+    overflow = overflow || __builtin_mul_overflow(a, b, &out);
+    return out;
+  };
+  auto plus = [&](std::uint64_t a, std::uint64_t b) {
+    std::uint64_t out = 0;
+    overflow = overflow || __builtin_add_overflow(a, b, &out);
+    return out;
+  };
+  auto h = static_cast<std::uint64_t>(m.hidden_size), v = static_cast<std::uint64_t>(m.vocab_size),
+       i = static_cast<std::uint64_t>(m.intermediate_size), d = static_cast<std::uint64_t>(m.head_size());
+  auto q = times(d, static_cast<std::uint64_t>(m.num_attention_heads));
+  auto kv = times(d, static_cast<std::uint64_t>(m.num_key_value_heads));
+  // A block: q, k, v and o projections, gate, up and down, two norms, the biases asked for.
+  auto layer = plus(plus(times(2, times(q, h)), times(2, times(kv, h))), plus(times(3, times(i, h)), times(2, h)));
+  if (m.qkv_bias) layer = plus(layer, plus(q, times(2, kv)));
+  if (m.o_bias) layer = plus(layer, h);
+  auto total = times(layer, static_cast<std::uint64_t>(m.num_hidden_layers));
+  total = plus(plus(total, times(m.tie_word_embeddings ? 1 : 2, times(v, h))), h);
+  if (overflow) return std::nullopt;
+  return total;
 }
 
 } // namespace cairn::llama
