@@ -304,6 +304,14 @@ TEST_CASE("verify refuses every damaged save that a load refuses, naming a file"
       CHECK(load.rfind("not a cairn::error: ", 0) != 0);
       CHECK_FALSE(report.ok());
       if (!report.ok()) CHECK(report.problems.front().find(path.string()) != std::string::npos);
+      // A conversion reads what a load reads: refused too, and nothing written.
+      cairn::convert_config convert;
+      convert.input.path = path;
+      convert.input.format = format;
+      convert.output.path = path.string() + "-converted";
+      convert.output.format = format == distributed ? state_dict : distributed;
+      CHECK_THROWS(cairn::convert_checkpoint(convert));
+      CHECK_FALSE(fs::exists(convert.output.path));
     }
   }
 }

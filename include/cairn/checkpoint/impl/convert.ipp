@@ -25,6 +25,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -52,6 +53,16 @@ CAIRN_DECL detail::checkpoint_reader::checkpoint_reader(checkpoint_load_metadata
     index_ = io::read_index(index_path);
     metadata_ = parse_checkpoint_metadata(index_.metadata, index_path.string());
     for (auto const& p : metadata_.parameters) parameters_.emplace(p.name, p);
+    // Every tensor of the files is one the index lists there, as a load and `verify` require:
+    // a tensor the index lost (a parameter edited out of it) is not silently left behind.
+    std::set<std::string> file_names;
+    for (auto const& [tensor, file_name] : index_.weight_map) file_names.insert(file_name);
+    for (auto const& file_name : file_names)
+      for (auto const& t : file(input_.path / file_name, std::nullopt).tensors())
+        if (auto listed = index_.weight_map.find(t.name);
+            listed == index_.weight_map.end() || listed->second != file_name)
+          throw io::io_error(input_.path / file_name,
+                             "tensor '" + t.name + "' is not where " + index_path.filename().string() + " lists it");
   } else {
     throw checkpoint_error(
         checkpoint_errc::needs_converter,
