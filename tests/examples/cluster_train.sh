@@ -29,14 +29,15 @@ sh "$here/../comm/two_nodes.sh" "$tool" "$train" run.experiment_dir="$dir/nodes"
 grep -q "resumed from .*checkpoints/8 at iteration 8" "$dir/second.log" || { cat "$dir/second.log"; fail "not resumed"; }
 [ -f "$dir/nodes/checkpoints/12/complete.json" ] || fail "no checkpoint 12 after the resumed job"
 
-# SLURM alone: 4 tasks, 2 a node, the master the first host of the node list.
+# SLURM alone: 4 tasks, 2 a node on two nodes (both this host), the master the first host of the
+# node list.
 port=$((20000 + ($$ + 7) % 20000))
 pids=""
 for rank in 0 1 2 3; do
   # shellcheck disable=SC2086
   env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u GROUP_RANK -u MASTER_ADDR \
     SLURM_PROCID=$rank SLURM_NTASKS=4 SLURM_LOCALID=$((rank % 2)) SLURM_NODEID=$((rank / 2)) \
-    SLURM_TASKS_PER_NODE="2(x2)" SLURM_JOB_NODELIST="localhost" SLURM_STEP_ID=0 SLURM_JOB_ID=1 \
+    SLURM_TASKS_PER_NODE="2(x2)" SLURM_JOB_NODELIST="localhost,localhost" SLURM_STEP_ID=0 SLURM_JOB_ID=1 \
     MASTER_PORT=$port "$train" run.experiment_dir="$dir/slurm" training.train_iters=8 $common \
     >"$dir/slurm-$rank.log" 2>&1 &
   pids="$pids $!"
