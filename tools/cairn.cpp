@@ -58,14 +58,17 @@ commands:
                             rename, flock, read-after-write, mmap, free space); exit 1 if any fails
 )";
 
-/// `text` as it may reach a terminal: a byte below 0x20 (but a message's line breaks, with
-/// `keep_lines`) or 0x7f, from a name in a file, becomes \xNN, so that a name cannot move the
-/// cursor, recolour the terminal or forge a line of output.
+/// `text` as it may reach a terminal: a byte below 0x20 or 0x7f, from a name in a file, becomes
+/// \xNN, so that a name cannot move the cursor, recolour the terminal or forge a line of
+/// output. With `keep_lines`, the line breaks of a message listing its problems (each next line
+/// indented by two spaces) stay.
 std::string shown(std::string_view text, bool keep_lines = false) {
   std::string out;
   out.reserve(text.size());
-  for (unsigned char c : text) {
-    if ((c < 0x20 && !(keep_lines && c == '\n')) || c == 0x7f) {
+  for (std::size_t at = 0; at < text.size(); ++at) {
+    auto c = static_cast<unsigned char>(text[at]);
+    bool listing_break = keep_lines && c == '\n' && text.substr(at + 1, 2) == "  ";
+    if ((c < 0x20 && !listing_break) || c == 0x7f) {
       char escaped[8];
       std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
       out += escaped;

@@ -46,21 +46,25 @@ two_launchers grids 2 2 parallel.tensor=2 parallel.tensor=1
 grep -q "disagree on the grid: rank 0 has .*, rank [1-3] has " "$dir/grids.log" ||
   { cat "$dir/grids.log"; fail "different grids: the difference is not named"; }
 
-# Two launchers given the same node rank: its ranks are started twice.
+# Two launchers given the same node rank: each rank's second copy is refused, naming it (the
+# first copies may make a whole job with node 0, or fail when their launcher stops them).
 port=$((port + 1))
 for copy in a b; do
   # shellcheck disable=SC2086
-  "$tool" launch -n 2 --nnodes 2 --node-rank 1 --master-port $port -- "$train" run.experiment_dir="$dir/twice" \
+  "$tool" launch -n 2 --nnodes 2 --node-rank 1 --master-port $port -- "$train" run.experiment_dir="$dir/twice-$copy" \
     $common run.collective_timeout=20 >"$dir/twice-$copy.log" 2>&1 &
   eval "twice_$copy=\$!"
 done
 # shellcheck disable=SC2086
-"$tool" launch -n 2 --nnodes 2 --node-rank 0 --master-port $port -- "$train" run.experiment_dir="$dir/twice" \
-  $common run.collective_timeout=20 >"$dir/twice-0.log" 2>&1 && fail "a job with a node started twice succeeded"
+"$tool" launch -n 2 --nnodes 2 --node-rank 0 --master-port $port -- "$train" run.experiment_dir="$dir/twice-0" \
+  $common run.collective_timeout=20 >"$dir/twice-0.log" 2>&1
 # shellcheck disable=SC2154 # set by the eval above
 wait "$twice_a"
+a=$?
 # shellcheck disable=SC2154
 wait "$twice_b"
+b=$?
+[ $a -ne 0 ] || [ $b -ne 0 ] || fail "both launchers of node 1 succeeded"
 cat "$dir"/twice-*.log >"$dir/twice.log"
 grep -q "rank [23] was started twice" "$dir/twice.log" || { cat "$dir/twice.log"; fail "a rank started twice is not named"; }
 

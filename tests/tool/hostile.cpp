@@ -257,6 +257,8 @@ TEST_CASE("check-storage reports what the filesystem guarantees, each property o
   // that holds something else afterwards stays.
   CHECK(tool({"check-storage", (tmp / "a" / "b" / "c").string() + "/"}, tmp / "log4").status == 0);
   CHECK_FALSE(fs::exists(tmp / "a"));
+  CHECK(tool({"check-storage", (tmp / "a" / "b" / ".." / "c").string()}, tmp / "log4").status == 0);
+  CHECK_FALSE(fs::exists(tmp / "a"));
   // --help is help, not a directory named --help; another option is refused.
   auto was = fs::current_path();
   fs::current_path(tmp.path);
@@ -291,4 +293,16 @@ TEST_CASE("names from files reach the terminal escaped: no escape sequence, no f
   CHECK_MESSAGE(r.output.find("w\\x1b[2J\\x0dforged\\x0aline") != std::string::npos, r.output);
   CHECK(r.output.find("\nline") == std::string::npos);
   CHECK_MESSAGE(r.output.find("a\\x1b]0;title\\x07b") != std::string::npos, r.output);
+  // In an error message too: a tensor whose bytes do not fit its shape, its name forging a line.
+  std::string bad = R"({"a\nforged: ok":{"dtype":"F32","shape":[4],"data_offsets":[0,8]}})";
+  while (bad.size() % 8 != 0) bad += ' ';
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    bytes[static_cast<std::size_t>(i)] = static_cast<char>((static_cast<std::uint64_t>(bad.size()) >> (8 * i)) & 0xff);
+  bytes += bad + std::string(8, '\0');
+  write_text(tmp / "forged.safetensors", bytes);
+  auto v = tool({"verify", (tmp / "forged.safetensors").string()}, tmp / "log2");
+  CHECK(v.status != 0);
+  CHECK_MESSAGE(v.output.find("\nforged: ok") == std::string::npos, v.output);
+  CHECK_MESSAGE(v.output.find("a\\x0aforged: ok") != std::string::npos, v.output);
 }

@@ -188,20 +188,23 @@ CAIRN_DECL distributed_environment read_environment(variable_lookup const& looku
   if (nodes) hosts = read_slurm_hosts(nodes->first, nodes->second);
   auto node_limit = hosts ? static_cast<int>(std::min<long long>(hosts->count, env.world_size)) : env.world_size;
   env.node_rank = optional_number("SLURM_NODEID", 0, 0, node_limit - 1);
-  if (auto per_node = lookup("SLURM_NTASKS_PER_NODE"))
+  std::string tasks_from = "SLURM_NTASKS"; // the variable this node's task count comes from
+  if (auto per_node = lookup("SLURM_NTASKS_PER_NODE")) {
     env.local_world_size = slurm_tasks_on_node(*per_node, 0);
-  else if (auto tasks = first_of({"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}))
+    tasks_from = "SLURM_NTASKS_PER_NODE";
+  } else if (auto tasks = first_of({"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"})) {
     env.local_world_size = slurm_tasks_on_node(tasks->second, env.node_rank);
-  else
+    tasks_from = tasks->first;
+  } else {
     env.local_world_size = env.world_size;
+  }
   if (auto local = lookup("SLURM_LOCALID")) {
     env.local_rank = number<int>("SLURM_LOCALID", *local, 0, 1 << 20);
     if (env.local_rank >= env.local_world_size)
-      throw comm_error(comm_errc::environment, "environment variable SLURM_LOCALID=" + *local +
-                                                   " names no task of node " + std::to_string(env.node_rank) +
-                                                   ", which runs " + std::to_string(env.local_world_size) +
-                                                   (env.local_world_size == 1 ? " task" : " tasks") +
-                                                   " (SLURM_NTASKS_PER_NODE or " + "SLURM_TASKS_PER_NODE)");
+      throw comm_error(comm_errc::environment,
+                       "environment variable SLURM_LOCALID=" + *local + " names no task of node " +
+                           std::to_string(env.node_rank) + ", which runs " + std::to_string(env.local_world_size) +
+                           (env.local_world_size == 1 ? " task" : " tasks") + " (" + tasks_from + ")");
   }
   if (env.world_size == 1) return env;
   if (auto addr = lookup("MASTER_ADDR"))

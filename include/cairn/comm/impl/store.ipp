@@ -241,9 +241,10 @@ make_store(distributed_environment const& env, std::chrono::milliseconds timeout
   } catch (comm_error const&) {
     throw;
   } catch (std::exception const& e) {
-    throw comm_error(comm_errc::unreachable, "rank " + std::to_string(env.rank) +
-                                                 (serve ? ": cannot serve the store at " : ": the store at ") + where +
-                                                 (serve ? ": " : " failed: ") + detail::torch_message(e));
+    throw comm_error(comm_errc::unreachable,
+                     "rank " + std::to_string(env.rank) + (serve ? ": cannot serve the store at " : ": the store at ") +
+                         where + (serve ? ": " : " failed: ") + detail::torch_message(e) +
+                         (serve ? " (another job, or a second launcher of node 0, on this port?)" : ""));
   }
   return store;
 }

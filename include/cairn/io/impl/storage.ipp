@@ -249,12 +249,13 @@ struct scratch_directory {
   std::filesystem::path path;
   std::vector<std::filesystem::path> created; // the directories made for it, deepest first
   explicit scratch_directory(std::filesystem::path const& dir, std::uint64_t nonce) {
+    // Every directory of `dir` as written (`a/b/../c` makes a, a/b and a/c) that is missing now.
     std::error_code exists_error;
-    auto deepest = dir.lexically_normal();
-    if (deepest.filename().empty()) deepest = deepest.parent_path(); // "a/b/" is "a/b"
-    for (auto at = deepest; !at.empty() && !std::filesystem::exists(at, exists_error); at = at.parent_path()) {
-      created.push_back(at);
-      if (at == at.parent_path()) break;
+    std::filesystem::path at;
+    for (auto const& part : dir) {
+      at /= part;
+      if (part.empty() || part == "." || part == ".." || part == at.root_path()) continue;
+      if (!std::filesystem::exists(at, exists_error)) created.insert(created.begin(), at);
     }
     make_directories(dir);
     path = dir / (".cairn-check-storage-" + std::to_string(::getpid()) + "-" + std::to_string(nonce));
@@ -266,7 +267,7 @@ struct scratch_directory {
     std::error_code ec;
     std::filesystem::remove_all(path, ec);
     for (auto const& made : created) // each only if empty: what another program put there meanwhile stays
-      if (!std::filesystem::remove(made, ec)) break;
+      std::filesystem::remove(made, ec);
   }
 };
 
