@@ -81,7 +81,8 @@ TEST_CASE("a Llama-family model's parameters: transformers' names, its shapes, i
   CHECK(find("model.layers.0.self_attn.o_proj.weight").shape == std::vector<std::uint64_t>{64, 32});
 }
 
-TEST_CASE("a Llama-family model's parameter count, from its config alone, is the sum of its tensors; past 64 bits, none") {
+TEST_CASE(
+    "a Llama-family model's parameter count, from its config alone, is the sum of its tensors; past 64 bits, none") {
   for (int variant = 0; variant < 4; ++variant) {
     CAPTURE(variant);
     auto m = small();
@@ -262,8 +263,9 @@ TEST_CASE("an export of a Llama-family model: transformers' files and names, loa
     CHECK(cairn::to_json(cairn::external::load_config_to_load(conv, save.path)) == cairn::to_json(loaded_model));
     // A config.json of a model larger than its files, or past 64 bits: refused before anything
     // is made of it.
-    for (auto [key, value] : {std::pair{"vocab_size", std::int64_t{1} << 40}, std::pair{"num_hidden_layers", std::int64_t{3}},
-                              std::pair{"hidden_size", std::int64_t{1} << 62}}) {
+    for (auto [key, value] :
+         {std::pair{"vocab_size", std::int64_t{1} << 40}, std::pair{"num_hidden_layers", std::int64_t{3}},
+          std::pair{"hidden_size", std::int64_t{1} << 62}}) {
       CAPTURE(key);
       auto hostile = dir / (type + "-" + key);
       std::filesystem::copy(save.path, hostile);

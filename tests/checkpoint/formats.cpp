@@ -297,8 +297,8 @@ TEST_CASE("a grid's layouts are stored as its rules; rules edited, inflated or d
   CHECK(text.find("refused before they are expanded") != std::string::npos);
   // A few ranks more than the files: expanded, and refused for what the files say.
   text = edited([](boost::json::object& m) { m["rules"].as_object()["data"] = 3; });
-  CHECK_MESSAGE(text.find("rank_0.safetensors: was written by one of 1 ranks, the metadata lists 3") != std::string::npos,
-                text);
+  CHECK_MESSAGE(
+      text.find("rank_0.safetensors: was written by one of 1 ranks, the metadata lists 3") != std::string::npos, text);
   text = edited([](boost::json::object& m) { m["rules"].at("parameters").at(1).as_object()["stage"] = 1; });
   CHECK(text.find("'layer.weight': stage 1 of a pipeline of 1") != std::string::npos);
   // Rules in metadata of a version before them; metadata with no layout at all; rules of no parameter.

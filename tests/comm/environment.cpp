@@ -233,9 +233,10 @@ TEST_CASE("SLURM without what the rendezvous needs, or outside an srun step, say
   slurm["SLURM_STEP_ID"] = "0";
   slurm["SLURM_LOCALID"] = "2";
   slurm["SLURM_TASKS_PER_NODE"] = "2";
-  CHECK_THROWS_WITH_AS(cairn::comm::read_environment(only(slurm)),
-                       doctest::Contains("SLURM_LOCALID=2 names no task of node 0, which runs 2 tasks (SLURM_TASKS_PER_NODE)"),
-                       cairn::comm_error);
+  CHECK_THROWS_WITH_AS(
+      cairn::comm::read_environment(only(slurm)),
+      doctest::Contains("SLURM_LOCALID=2 names no task of node 0, which runs 2 tasks (SLURM_TASKS_PER_NODE)"),
+      cairn::comm_error);
   slurm["SLURM_LOCALID"] = "1";
   slurm["SLURM_NODEID"] = "2"; // n[1-2] has two nodes
   CHECK_THROWS_WITH(cairn::comm::read_environment(only(slurm)),

@@ -187,9 +187,8 @@ Model load_config(converter<Model> const& conv, std::filesystem::path const& pat
 /// into it: with the converter's `elements`, a model the checkpoint's files cannot hold (a
 /// config.json of a huge `vocab_size` or `num_hidden_layers`, a count past 64 bits) is refused
 /// first, naming config.json, before anything is allocated for it.
-template <class Model>
-Model load_config_to_load(converter<Model> const& conv, std::filesystem::path const& path,
-                          std::string const& model_type = {}) {
+template <class Model> Model load_config_to_load(converter<Model> const& conv, std::filesystem::path const& path,
+                                                 std::string const& model_type = {}) {
   auto model = load_config(conv, path, model_type);
   if (conv.elements) detail::check_model_fits(path, conv.elements(model));
   return model;
