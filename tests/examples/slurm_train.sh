@@ -10,6 +10,7 @@
 set -u
 train=$1
 dir=$2
+here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dir"
 mkdir -p "$dir/state" "$dir/spool" "$dir/munge"
 common="training.checkpoint.interval=4 model.hidden=16 data.batch_size=8 seed=3"
@@ -105,15 +106,13 @@ srun "$train" run.experiment_dir="$dir/$name" training.train_iters=1000000 train
 EOF
   sbatch --parsable -n 2 -t 10 -o "$dir/$name.log" --open-mode=append "$@" "$dir/$name.sh"
 }
-wait_for() { # wait_for WHAT TEST...: up to 120 s for the command TEST to succeed
-  what=$1
-  shift
-  i=0
-  until "$@"; do
-    i=$((i + 1))
-    [ $i -lt 1200 ] || { scancel "$job"; cat "$dir/$name.log"; fail "$what"; }
-    sleep 0.1
-  done
+# shellcheck source=wait_for.sh
+. "$here/wait_for.sh"
+still_running() { true; } # the job's state is what the tests wait for
+give_up() {
+  scancel "$job"
+  cat "$dir/$name.log"
+  fail "$1"
 }
 ended() { [ -z "$(squeue -h -j "$job" -o %T 2>/dev/null)" ]; }
 stopped_at() { sed -n 's/.*stopped by a signal after iteration \([0-9]*\).*/\1/p' "$dir/$1.log" | tail -1; }
@@ -155,7 +154,7 @@ newest() { # the newest complete checkpoint of the job NAME, or 0
 saved() { [ "$(newest requeue)" -gt "$1" ]; }
 job=$(submit requeue training.checkpoint.interval=1000 --requeue) || fail "sbatch failed"
 name=requeue
-wait_for "the batch job does not train" grep -q "iteration 20/" "$dir/requeue.log"
+wait_for "the batch job does not train" grep -qs "iteration 20/" "$dir/requeue.log"
 scontrol requeue "$job" || fail "scontrol requeue failed"
 wait_for "the requeued job left no preemption checkpoint" saved 0
 first=$(newest requeue)
@@ -164,8 +163,8 @@ pending() { [ "$(squeue -h -j "$job" -o %T 2>/dev/null)" = PENDING ]; }
 wait_for "the job was not requeued" pending
 scontrol update JobId="$job" StartTime=now || fail "scontrol update StartTime=now failed"
 wait_for "the requeued job did not resume from its preemption checkpoint $first" \
-  grep -q "resumed from .*checkpoints/$first at iteration $first" "$dir/requeue.log"
-wait_for "the requeued job does not train" grep -q "iteration $((first + 2))/" "$dir/requeue.log"
+  grep -qs "resumed from .*checkpoints/$first at iteration $first" "$dir/requeue.log"
+wait_for "the requeued job does not train" grep -qs "iteration $((first + 2))/" "$dir/requeue.log"
 scancel "$job"
 wait_for "the job did not end after scancel" ended
 second=$(newest requeue)

@@ -49,16 +49,13 @@ stop_job() { # on a failure: the agent and its workers, by their pids
   for pid in $(cat "/proc/$agent/task/$agent/children" 2>/dev/null) $agent; do kill -9 "$pid" 2>/dev/null; done
 }
 trap stop_job EXIT
-wait_for() { # wait_for WHAT TEST...: up to 120 s for the command TEST to succeed
-  what=$1
-  shift
-  i=0
-  until "$@"; do
-    i=$((i + 1))
-    [ $i -lt 1200 ] || { stop_job; tail -50 "$dir/restarted.log"; fail "$what"; }
-    kill -0 $agent 2>/dev/null || { cat "$dir/restarted.log"; fail "torchrun ended before: $what"; }
-    sleep 0.1
-  done
+# shellcheck source=wait_for.sh
+. "$here/wait_for.sh"
+still_running() { kill -0 $agent 2>/dev/null; }
+give_up() {
+  stop_job
+  tail -50 "$dir/restarted.log"
+  fail "torchrun: $1"
 }
 wait_for "no checkpoint 4 under torchrun" test -f "$job/checkpoints/4/complete.json"
 workers=$(cat "/proc/$agent/task/$agent/children")
