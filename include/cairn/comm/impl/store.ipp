@@ -73,10 +73,6 @@ CAIRN_DECL std::optional<std::string> wait_until_listening(std::string const& ho
   return last_failure;
 }
 
-} // namespace detail
-
-namespace detail {
-
 /// The first line of what libtorch says, without its backtrace.
 inline std::string torch_message(std::exception const& e) {
   std::string text = e.what();

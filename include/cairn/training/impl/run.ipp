@@ -3,13 +3,12 @@
 #pragma once
 // cairn: requires libtorch
 
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/comm/environment.hpp>
 #include <cairn/training/manager.hpp>
 #include <cairn/training/run.hpp>
 #include <cairn/training/save_report.hpp>
-
-#include <boost/describe/enum_to_string.hpp>
 
 #include <chrono>
 #include <csignal>
@@ -70,8 +69,7 @@ CAIRN_DECL std::int64_t training_run::start(model_state& state) {
     auto loaded = checkpoints().load(state, config_.pretrained);
     started_ = {start_kind::pretrained, 0, config_.pretrained.path};
     if (comm_.rank() == 0) // once, as a resume says what it loaded
-      report_progress(std::string("loaded pretrained checkpoint (") +
-                          boost::describe::enum_to_string(loaded.format, "unknown") + " format)",
+      report_progress(std::string("loaded pretrained checkpoint (") + format_name(loaded.format) + " format)",
                       config_.pretrained.path, detail::bytes_under(config_.pretrained.path),
                       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   } else {
