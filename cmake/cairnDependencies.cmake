@@ -17,6 +17,11 @@ macro(cairn_find_dependencies)
   if(CAIRN_WITH_YAML)
     _cairn_find(yaml-cpp)
   endif()
+  # libcurl for S3's HTTP and its Signature V4; OpenSSL's libcrypto for Content-MD5.
+  if(CAIRN_WITH_S3)
+    _cairn_find(CURL 7.75)
+    _cairn_find(OpenSSL COMPONENTS Crypto)
+  endif()
   # xxHash's library, for its runtime dispatch of XXH3 to AVX2 or AVX-512 (checksums about twice
   # as fast on data in cache); without it cairn hashes with xxHash's inline, baseline code.
   # -DCAIRN_XXHASH_DISPATCH=OFF keeps the inline code.
@@ -58,6 +63,10 @@ function(cairn_link_dependencies core full)
       target_link_libraries(${core} INTERFACE yaml-cpp)
     endif()
     target_compile_definitions(${core} INTERFACE CAIRN_WITH_YAML=1)
+  endif()
+  if(CAIRN_WITH_S3)
+    target_link_libraries(${core} INTERFACE CURL::libcurl OpenSSL::Crypto)
+    target_compile_definitions(${core} INTERFACE CAIRN_WITH_S3=1)
   endif()
   if(CAIRN_XXHASH_DISPATCH)
     target_link_libraries(${core} INTERFACE ${CAIRN_XXHASH_LIBRARY})

@@ -93,14 +93,35 @@ int print_usage_error(std::string const& message) {
   return 2;
 }
 
+/// Whether `path` is a directory, or on an object store a prefix with objects under it.
+bool is_folder(std::filesystem::path const& path) {
+  auto where = cairn::io::open_location(path.string());
+  if (where.backend->guarantees().directories) return std::filesystem::is_directory(path);
+  return !where.backend->list(where.key).empty();
+}
+
+/// Whether there is a file, object or directory at `path`.
+bool stored(std::filesystem::path const& path) {
+  auto where = cairn::io::open_location(path.string());
+  if (where.backend->guarantees().directories) return std::filesystem::exists(path);
+  return where.backend->size(where.key) || is_folder(path);
+}
+
 /// What `inspect` calls the thing at `path`.
 std::string kind_of(std::filesystem::path const& path, std::optional<cairn::checkpoint_format> format) {
   if (format) return cairn::format_name(*format);
-  return std::filesystem::is_directory(path) ? "directory of safetensors files" : "safetensors file";
+  return is_folder(path) ? "directory of safetensors files" : "safetensors file";
+}
+
+/// The JSON file or object `path`.
+boost::json::value read_json(std::filesystem::path const& path) {
+  auto where = cairn::io::open_location(path.string());
+  if (where.backend->guarantees().directories) return cairn::read_json_file(path, cairn::max_config_file_size);
+  return cairn::parse_json(where.backend->read_all(where.key, cairn::max_config_file_size), path.string());
 }
 
 int inspect(std::filesystem::path const& path) {
-  if (!std::filesystem::exists(path)) {
+  if (!stored(path)) {
     std::fprintf(stderr, "cairn inspect: %s: no such file or directory\n", path.c_str());
     return 1;
   }
@@ -118,10 +139,8 @@ int inspect(std::filesystem::path const& path) {
     std::printf("metadata: %s\n", cairn::to_compact_json(metadata.metadata).c_str());
     std::printf("config: %s", cairn::to_pretty_json(metadata.config).c_str());
   } else if (format == cairn::checkpoint_format::external) {
-    std::printf("config: %s", cairn::to_pretty_json(cairn::read_json_file(cairn::formats::external_config(path),
-                                                                          cairn::max_config_file_size))
-                                  .c_str());
-    if (auto index = path / "model.safetensors.index.json"; std::filesystem::exists(index)) {
+    std::printf("config: %s", cairn::to_pretty_json(read_json(cairn::formats::external_config(path))).c_str());
+    if (auto index = path / "model.safetensors.index.json"; stored(index)) {
       auto read = cairn::io::read_index(index);
       std::printf("index: %zu tensors in %zu files\n", read.weight_map.size(), read.files().size());
     }
@@ -250,6 +269,8 @@ int check_storage(std::vector<std::string> const& args) {
                "Checks that DIR's file system gives what checkpoints rely on (fsync of files and\n"
                "directories, atomic renames, locks, a write seen by another process, mmap, free space);\n"
                "DIR and its missing parents are created for the check and removed after it.\n"
+               "DIR may be s3://bucket/prefix: the store's read after write, ranged reads, listing,\n"
+               "conditional create, multipart uploads and deletes are checked under a scratch prefix.\n"
                "Exit status 0 when everything holds, 1 otherwise.\n",
                stdout);
     return 0;

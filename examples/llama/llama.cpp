@@ -40,7 +40,11 @@ namespace example {
 /// and the key otherwise.
 std::string model_type_of(std::filesystem::path const& dir) {
   auto file = cairn::formats::external_config(dir);
-  auto document = cairn::read_json_file(file);
+  auto where = cairn::io::open_location(file.string()); // a file, or an object of s3://
+  auto document =
+      where.backend->guarantees().directories
+          ? cairn::read_json_file(file)
+          : cairn::parse_json(where.backend->read_all(where.key, cairn::max_config_file_size), file.string());
   auto const* type = document.is_object() ? document.get_object().if_contains("model_type") : nullptr;
   if (!type || !type->is_string())
     throw cairn::config_error(

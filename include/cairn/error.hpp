@@ -34,6 +34,7 @@ enum class io_errc {
   unsupported,       ///< a well-formed file uses something cairn does not read (a dtype, a kind)
   invalid_argument,  ///< a box, buffer or conversion that the caller got wrong
   checksum_mismatch, ///< the bytes differ from the checksum recorded when they were written
+  storage,           ///< the storage refused or failed a request (an object store's HTTP error)
 };
 
 /// What went wrong between ranks: their environment, their launch, their collectives.
@@ -87,6 +88,8 @@ template <> struct errc_names<io_errc> {
       return "invalid argument";
     case io_errc::checksum_mismatch:
       return "checksum mismatch";
+    case io_errc::storage:
+      return "storage request failed";
     }
     return "unknown io error";
   }

@@ -44,6 +44,7 @@
 #include <cairn/comm/impl/environment.ipp>
 #include <cairn/comm/impl/grid.ipp>
 #include <cairn/comm/impl/launch.ipp>
+#include <cairn/io/impl/backend.ipp>
 #include <cairn/io/impl/file.ipp>
 #include <cairn/io/impl/float_convert.ipp>
 #include <cairn/io/impl/index.ipp>
@@ -51,6 +52,9 @@
 #include <cairn/io/impl/safetensors_writer.ipp>
 #include <cairn/io/impl/slice.ipp>
 #include <cairn/io/impl/storage.ipp>
+#ifdef CAIRN_WITH_S3
+#include <cairn/io/impl/s3.ipp>
+#endif
 #include <cairn/training/impl/callback.ipp>
 #include <cairn/training/impl/interval.ipp>
 #include <cairn/training/impl/lock.ipp>

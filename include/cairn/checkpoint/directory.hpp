@@ -10,9 +10,12 @@
 //
 // A save is written under .partial-<iteration>, then renamed to <iteration>, then its marker is
 // written and fsynced. A crash at any instant leaves the earlier saves as they were, and at most
-// a leftover that `clean()` removes: nothing without a marker is ever taken for complete.
+// a leftover that `clean()` removes: nothing without a marker is ever taken for complete. On a
+// store without rename (an object store, `s3://…`), a save is written under <iteration>/ itself
+// and is complete once its marker, written last after every file is confirmed, is there.
 
 #include <cairn/detail/decl.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/error.hpp> // what its functions throw
 
 #include <boost/json/object.hpp>
@@ -36,6 +39,24 @@ namespace detail {
 /// any other file (metadata.json, config.json and indexes are far smaller).
 CAIRN_DECL std::string identity_checksum(std::filesystem::path const& file);
 
+/// Whether something is at `path` (a file, an object; on POSIX also anything else). A store
+/// that cannot be asked throws: it is never "not there".
+CAIRN_DECL bool present(std::filesystem::path const& path);
+
+/// Whether `path` is a directory, or on an object store a prefix with objects under it (a
+/// listing that fails throws).
+CAIRN_DECL bool is_folder(std::filesystem::path const& path);
+
+/// The size of the file or object `path`, nothing when there is none (or, on POSIX, when it is
+/// not a regular file).
+CAIRN_DECL std::optional<std::uint64_t> stored_size(std::filesystem::path const& path);
+
+/// What is directly under the directory or prefix `path`, sorted (empty when nothing is).
+CAIRN_DECL std::vector<io::listed_entry> folder_entries(std::filesystem::path const& path);
+
+/// The JSON file or object `file` (at most `limit` bytes), read through its storage backend.
+CAIRN_DECL boost::json::value read_json(std::filesystem::path const& file, std::size_t limit);
+
 } // namespace detail
 
 /// The file whose presence makes a save complete.
@@ -55,11 +76,16 @@ struct experiment_layout {
 
 class save_directory {
 public:
-  explicit save_directory(std::filesystem::path root) : root_(std::move(root)) {}
+  /// The saves under `root`, a directory or an object store's prefix (`s3://bucket/prefix`).
+  explicit save_directory(std::filesystem::path root)
+      : root_(std::move(root)), storage_(io::open_location(root_.string())) {}
 
   [[nodiscard]] std::filesystem::path const& root() const noexcept { return root_; }
   [[nodiscard]] std::filesystem::path path(std::int64_t iteration) const { return root_ / std::to_string(iteration); }
+  /// Where the save at `iteration` is written: a staging directory renamed into place, or, on a
+  /// store without rename, its own place (complete once its marker is there).
   [[nodiscard]] std::filesystem::path staging(std::int64_t iteration) const {
+    if (!renames()) return path(iteration);
     return root_ / (".partial-" + std::to_string(iteration));
   }
   [[nodiscard]] std::filesystem::path replaced(std::int64_t iteration) const {
@@ -107,12 +133,22 @@ public:
   /// no leading zero).
   [[nodiscard]] CAIRN_DECL static std::optional<std::int64_t> iteration_of(std::string_view name);
 
+  /// Whether saves are staged and renamed into place (the storage renames atomically).
+  [[nodiscard]] bool renames() const { return storage_.backend->guarantees().atomic_rename; }
+
 private:
-  /// Subdirectories named `<prefix><iteration>`.
+  /// Subdirectories named `<prefix><iteration>`. A listing that fails throws.
   [[nodiscard]] CAIRN_DECL std::vector<std::pair<std::int64_t, std::filesystem::path>>
   numbered(std::string_view prefix) const;
 
+  /// Whether the file or object `path` is there.
+  [[nodiscard]] CAIRN_DECL bool exists(std::filesystem::path const& path) const;
+
+  /// The key of `path` (a save or a file of one) in this directory's storage.
+  [[nodiscard]] CAIRN_DECL std::string key_of(std::filesystem::path const& path) const;
+
   std::filesystem::path root_;
+  io::storage_location storage_;
 };
 
 namespace detail {

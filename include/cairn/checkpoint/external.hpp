@@ -7,6 +7,7 @@
 // configs refuse optimizer state in this format before launch.
 
 #include <cairn/checkpoint/config.hpp>
+#include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/plan.hpp>
 #include <cairn/checkpoint/state.hpp>
@@ -158,7 +159,7 @@ template <class Model>
 Model load_config(converter<Model> const& conv, std::filesystem::path const& path, std::string const& model_type = {}) {
   detail::check_model_type(conv, model_type);
   auto file = formats::external_config(path);
-  auto document = read_json_file(file);
+  auto document = cairn::detail::read_json(file, max_json_file_size);
   if (!document.is_object()) throw config_error({{file.string(), "config.json must be a JSON object"}});
   auto theirs = document.get_object();
   auto const* type = theirs.if_contains("model_type");

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cairn/detail/decl.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/dtype.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/slice.hpp>
@@ -12,9 +13,13 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cairn::io {
@@ -76,13 +81,23 @@ CAIRN_DECL tensor_info parse_tensor_entry(std::string name, boost::json::value c
 /// counts that do not match.
 CAIRN_DECL safetensors_header parse_header(std::span<std::byte const> file, std::filesystem::path const& source);
 
-/// A safetensors file, mapped read-only: tensors are spans over the mapping, never copied.
+/// The same, of a file of `file_size` bytes of which `file` holds the first (at least its length
+/// and header): a header read from an object without the rest.
+CAIRN_DECL safetensors_header parse_header(std::span<std::byte const> file, std::uint64_t file_size,
+                                           std::filesystem::path const& source);
+
+/// A safetensors file, mapped read-only: tensors are spans over the mapping, never copied. An
+/// object (`s3://…`) is read through its storage backend instead: its header with two ranged
+/// reads, each tensor with ranged reads of exactly its bytes when it is first asked for.
 class safetensors_file {
 public:
-  explicit safetensors_file(std::filesystem::path path)
-      : file_(std::move(path)), header_(parse_header(file_.bytes(), file_.path())) {}
+  CAIRN_DECL explicit safetensors_file(std::filesystem::path path);
+  safetensors_file(safetensors_file const&) = delete;
+  safetensors_file& operator=(safetensors_file const&) = delete;
 
-  [[nodiscard]] std::filesystem::path const& path() const noexcept { return file_.path(); }
+  [[nodiscard]] std::filesystem::path const& path() const noexcept { return path_; }
+  /// Whether it is an object read through a storage backend rather than a mapped file.
+  [[nodiscard]] bool remote() const noexcept { return !file_; }
   [[nodiscard]] std::vector<tensor_info> const& tensors() const noexcept { return header_.tensors; }
   [[nodiscard]] std::map<std::string, std::string> const& metadata() const noexcept { return header_.metadata; }
   [[nodiscard]] tensor_info const* find(std::string_view name) const noexcept { return header_.find(name); }
@@ -92,12 +107,18 @@ public:
   /// The tensor named `name`; an io_error naming the file when there is none.
   [[nodiscard]] CAIRN_DECL tensor_info const& at(std::string_view name) const;
 
-  /// The tensor's bytes, in the mapping.
-  [[nodiscard]] CAIRN_DECL std::span<std::byte const> bytes(tensor_info const& t) const noexcept;
+  /// The tensor's bytes, in the mapping (of an object: read when first asked for, kept while the
+  /// file is open; an io_error when they cannot be read).
+  [[nodiscard]] CAIRN_DECL std::span<std::byte const> bytes(tensor_info const& t) const;
 
   /// Reads `out.size()` bytes of the tensor from `offset` (in bytes) with pread, straight into
   /// `out`: the fastest way to copy a large tensor out whole.
   CAIRN_DECL void read_into(tensor_info const& t, std::uint64_t offset, std::span<std::byte> out) const;
+
+  /// For an object read front to back (a load reading its own file whole): each read that misses
+  /// reads `bytes` from where it starts (within the file), so that many small tensors cost few
+  /// requests. Nothing for a mapped file.
+  void read_ahead(std::uint64_t bytes) noexcept { read_ahead_ = bytes; }
 
   /// Whether the file records checksums (every file cairn writes does).
   [[nodiscard]] CAIRN_DECL bool has_checksums() const;
@@ -114,8 +135,20 @@ public:
   CAIRN_DECL void read_box(tensor_info const& t, box const& region, std::span<std::byte> target) const;
 
 private:
-  mapped_file file_;
+  /// Reads `out.size()` bytes of the object at `offset`, through the window read ahead when set.
+  CAIRN_DECL void fetch(std::uint64_t offset, std::span<std::byte> out) const;
+
+  std::filesystem::path path_;
+  std::optional<mapped_file> file_; // a file's mapping; none for an object
+  storage_location remote_;         // an object's
+  std::uint64_t size_ = 0;
   safetensors_header header_;
+  std::uint64_t read_ahead_ = 0;
+  mutable std::uint64_t window_begin_ = 0;
+  mutable std::vector<std::byte> window_; // read ahead, from window_begin_
+  mutable std::mutex fetched_mutex_;
+  // An object's tensors read, by their byte range (an empty tensor shares its start with the next).
+  mutable std::map<std::pair<std::uint64_t, std::uint64_t>, std::unique_ptr<std::vector<std::byte>>> fetched_;
 };
 
 } // namespace cairn::io

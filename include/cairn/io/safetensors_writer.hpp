@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cairn/detail/decl.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/dtype.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/safetensors.hpp>
@@ -119,6 +120,13 @@ private:
 
   CAIRN_DECL void check_size(entry const& e, std::span<std::byte const> bytes) const;
 
+  /// Lays the tensors out: the placeholder header (checksums not known yet), which fixes where
+  /// the data starts.
+  CAIRN_DECL std::string lay_out();
+
+  /// Writes the length and the placeholder header at the start of the file.
+  CAIRN_DECL void write_prefix(std::string const& placeholder);
+
   /// Lays the tensors out and opens `file`, the header written; nothing when joining (`file` null).
   CAIRN_DECL void start(std::unique_ptr<atomic_file> file);
 
@@ -133,7 +141,10 @@ private:
   CAIRN_DECL void hash_shared();
 
   void write_at(std::span<std::byte const> bytes, std::uint64_t offset) {
-    pwrite_all(file_ ? file_->fd() : joined_.get(), bytes, offset, path_);
+    if (stream_)
+      stream_->write_at(bytes, offset);
+    else
+      pwrite_all(file_ ? file_->fd() : joined_.get(), bytes, offset, path_);
   }
 
   std::filesystem::path path_;
@@ -141,8 +152,9 @@ private:
   std::vector<entry> entries_;
   std::map<std::string, std::size_t, std::less<>> index_; // of entries_, to refuse a name given twice
   std::map<std::string, std::string> metadata_;
-  std::unique_ptr<atomic_file> file_; // a pointer: the writer stays movable
-  unique_fd joined_;                  // a joiner's: the opener's temporary file
+  std::unique_ptr<object_writer> stream_; // `open`'s file or object, through its storage backend
+  std::unique_ptr<atomic_file> file_;     // `open_shared`'s (POSIX only); a pointer: the writer stays movable
+  unique_fd joined_;                      // a joiner's: the opener's temporary file
   std::uint64_t data_start_ = 0;
   std::size_t next_ = 0;
   std::vector<std::byte> buffer_;

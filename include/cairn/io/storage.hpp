@@ -39,8 +39,9 @@ struct storage_report {
 /// guarantees rest on: a directory can be created and written; fsync of a file and of a
 /// directory succeed; rename replaces a file atomically and moves a directory; flock excludes a
 /// second process (of this host: a second host cannot be checked from one); what one process
-/// writes another reads, through read and through mmap; free space. Throws io_error only when
-/// `dir` cannot be used at all.
+/// writes another reads, through read and through mmap; free space. An `s3://bucket/prefix`
+/// is checked as an object store (`check_object_store`). Throws io_error only when `dir` cannot
+/// be used at all.
 CAIRN_DECL storage_report check_storage(std::filesystem::path const& dir);
 
 /// The report as people read it, one line a check, with the consequence of each that fails.

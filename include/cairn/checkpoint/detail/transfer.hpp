@@ -45,6 +45,15 @@ struct load_source {
   std::string origin{};                       ///< "<file>: tensor '<name>'", for messages
   io::safetensors_file const* file = nullptr; ///< to read whole tensors with pread
   io::tensor_info const* tensor = nullptr;
+
+  /// The bytes' count (of an object's tensor, `bytes` is empty until `view`).
+  [[nodiscard]] std::uint64_t size() const noexcept {
+    return file && file->remote() ? tensor->byte_size() : bytes.size();
+  }
+  /// The bytes, read first when they are an object's.
+  [[nodiscard]] std::span<std::byte const> view() const {
+    return file && file->remote() ? file->bytes(*tensor) : bytes;
+  }
 };
 
 /// A load_source for tensor `t` of `file`, saved as `dtype` with layout `layout` (what the
@@ -68,8 +77,10 @@ inline load_source source_from(io::safetensors_file const& file, io::tensor_info
     checksum = io::from_hex(it->second);
     if (!checksum) throw io::io_error(file.path(), "tensor '" + t.name + "' has a malformed checksum");
   }
-  return {file.bytes(t), t.dtype, std::move(layout), checksum, file.path().string() + ": tensor '" + t.name + "'",
-          &file,         &t};
+  // An object's tensor is read when it is loaded, not now: a whole copy reads it straight into
+  // its shard.
+  auto bytes = file.remote() ? std::span<std::byte const>() : file.bytes(t);
+  return {bytes, t.dtype, std::move(layout), checksum, file.path().string() + ": tensor '" + t.name + "'", &file, &t};
 }
 
 /// Problems found while loading on this rank, agreed on by all ranks before anyone returns.
@@ -138,18 +149,21 @@ inline void load_shard(parameter_layout const& layout, at::Tensor& staging, std:
     auto const& source = sources[i];
     auto in = io::size_of(source.dtype);
     auto const& plan = plans[i];
-    bool whole_copy = plan.size() == 1 && source.dtype == layout.dtype && plan[0].source == 0 &&
-                      plan[0].length * in == source.bytes.size();
+    auto size = static_cast<std::size_t>(source.size());
+    bool whole_copy =
+        plan.size() == 1 && source.dtype == layout.dtype && plan[0].source == 0 && plan[0].length * in == size;
     std::optional<std::uint64_t> hash;
     if (whole_copy) {
       // The common case (loading with the saving layout): the copy, read in pieces, is hashed
-      // behind it as it lands (in cache when it does), on another thread for a large tensor.
-      constexpr std::size_t piece = std::size_t{512} << 10;
-      auto into = target.subspan(plan[0].target * out, source.bytes.size());
+      // behind it as it lands (in cache when it does), on another thread for a large tensor. An
+      // object's tensor is read in one go (the backend's ranged reads run in parallel).
+      std::size_t piece =
+          source.file && source.file->remote() ? std::max<std::size_t>(size, 1) : std::size_t{512} << 10;
+      auto into = target.subspan(plan[0].target * out, size);
       std::optional<io::detail::background_hash> hasher;
       if (source.checksum) hasher.emplace(into, false);
-      for (std::size_t at = 0; at < source.bytes.size(); at += piece) {
-        auto n = std::min(piece, source.bytes.size() - at);
+      for (std::size_t at = 0; at < size; at += piece) {
+        auto n = std::min(piece, size - at);
         if (source.file)
           source.file->read_into(*source.tensor, at, into.subspan(at, n));
         else
@@ -158,16 +172,17 @@ inline void load_shard(parameter_layout const& layout, at::Tensor& staging, std:
       }
       if (hasher) hash = hasher->value();
     } else {
+      auto bytes = source.view();
       std::optional<io::detail::background_hash> hasher;
-      if (source.checksum) hasher.emplace(source.bytes, true);
+      if (source.checksum) hasher.emplace(bytes, true);
       for (auto const& run : plan)
-        io::convert(source.bytes.subspan(run.source * in, run.length * in), source.dtype,
+        io::convert(bytes.subspan(run.source * in, run.length * in), source.dtype,
                     target.subspan(run.target * out, run.length * out), layout.dtype);
       if (hasher) hash = hasher->value();
     }
     std::uint64_t read = 0;
     if (whole_copy || source.checksum)
-      read = source.bytes.size();
+      read = size;
     else
       for (auto const& run : plan) read += run.length * in;
     read_counts().tensor_bytes.fetch_add(read, std::memory_order_relaxed);

@@ -13,6 +13,7 @@
 #include <cairn/config/docs.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/diagnostics.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/safetensors.hpp>
@@ -332,6 +333,14 @@ struct conversion_writer {
 } // namespace detail
 
 CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
+  // Its output is staged in a directory renamed into place, which an object store has not.
+  for (auto const& [key, path] :
+       {std::pair{"input.path", &requested.input.path}, {"output.path", &requested.output.path}})
+    if (io::is_object_store_path(path->string()))
+      throw checkpoint_error(checkpoint_errc::invalid_request,
+                             std::string(key) + ": " + path->string() +
+                                 ": convert reads and writes local directories only; copy the checkpoint with "
+                                 "`aws s3 cp --recursive` and convert the copy");
   detail::refuse_overlap(requested.input.path, requested.output.path);
   detail::refuse_incomplete_save(requested.input.path);
   if (requested.output.format == checkpoint_format::external)

@@ -130,6 +130,9 @@ struct rank_file_reader {
       }
       try {
         auto& file = load.file(formats::rank_file(dir, r));
+        // Loading with the saving layout, a rank reads its own file whole: front to back, in
+        // large reads (an object's small tensors would each cost a request otherwise).
+        if (fast) file.read_ahead(std::uint64_t{64} << 20);
         if (!of_this_save(file, r)) return std::nullopt; // reported once
         found.push_back(load.source(file, path, saved->shard, saved->dtype));
       } catch (error const& e) {

@@ -11,6 +11,7 @@
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/tensor.hpp>
 #include <cairn/comm/collectives.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/safetensors_writer.hpp>
 #include <cairn/progress.hpp>
@@ -73,7 +74,7 @@ inline std::unique_ptr<io::safetensors_writer> declared(planned_file const& file
 
 /// Rank 0's closing files.
 inline void write_closing(save_plan const& plan, std::filesystem::path const& dir) {
-  for (auto const& c : plan.closing) io::write_file_atomically(dir / c.name, std::as_bytes(std::span(c.text)));
+  for (auto const& c : plan.closing) io::write_stored((dir / c.name).string(), std::as_bytes(std::span(c.text)));
 }
 
 /// The outputs of `rule` for `file`'s items of it, checked against what the plan says of them.
@@ -189,7 +190,7 @@ using writer_list = std::vector<std::unique_ptr<io::safetensors_writer>>;
 /// Opens the files this rank writes, headers written; shared ones under `token`'s name.
 inline void open_files(save_plan const& plan, std::filesystem::path const& dir, int rank, std::string const& token,
                        writer_list& writers) {
-  io::make_directories(dir);
+  io::make_folder(dir.string());
   for (std::size_t f = 0; f < plan.files.size(); ++f) {
     auto const& file = plan.files[f];
     if (file.writer != rank) continue;
@@ -248,8 +249,19 @@ inline void write_rounds(save_run& run, writer_list& writers, write_behind& behi
 
 } // namespace executor
 
-CAIRN_DECL void execute(save_plan const& plan, std::filesystem::path const& dir, model_state const& state,
+CAIRN_DECL void execute(save_plan const& planned, std::filesystem::path const& dir, model_state const& state,
                         comm::communicator_ref comm, std::span<external::weight_rule const> rules) {
+  // Where several ranks cannot write one file at offsets of their own (an object store), each
+  // tensor the plan has its holders write in place is gathered on its file's writer instead.
+  std::optional<save_plan> gathered;
+  if (!io::open_location(dir.string()).backend->guarantees().shared_writes &&
+      std::any_of(planned.files.begin(), planned.files.end(), executor::shared)) {
+    gathered = planned;
+    for (auto& file : gathered->files)
+      for (auto& item : file.items)
+        if (item.source == write_source::co_written) item.source = write_source::gathered;
+  }
+  auto const& plan = gathered ? *gathered : planned;
   auto rank = comm.rank();
   executor::save_run run{plan, state, comm, rules};
   bool any_shared = std::any_of(plan.files.begin(), plan.files.end(), executor::shared);
@@ -281,7 +293,7 @@ CAIRN_DECL void execute(save_plan const& plan, std::filesystem::path const& dir,
 CAIRN_DECL void execute_alone(save_plan const& plan, std::filesystem::path const& dir, model_state const& state,
                               int rank) {
   auto mine = executor::parameters_by_name(state);
-  io::make_directories(dir);
+  io::make_folder(dir.string());
   for (auto const& file : plan.files) {
     if (file.writer != rank) continue;
     io::safetensors_writer writer(dir / file.name);

@@ -7,6 +7,7 @@
 #include <cairn/checkpoint/detail/gather.hpp>
 #include <cairn/checkpoint/detail/loader.hpp>
 #include <cairn/checkpoint/detail/save_files.hpp>
+#include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/external.hpp>
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/comm/collectives.hpp>
@@ -331,11 +332,12 @@ inline std::map<std::string, std::string> external_weight_map(cairn::detail::loa
                                                               std::filesystem::path const& dir) {
   std::map<std::string, std::string> file_of;
   auto index_path = dir / "model.safetensors.index.json";
-  if (std::filesystem::exists(index_path) && std::filesystem::exists(dir / "model.safetensors"))
+  bool indexed = cairn::detail::present(index_path);
+  if (indexed && cairn::detail::present(dir / "model.safetensors"))
     throw checkpoint_error(checkpoint_errc::invalid_state,
                            dir.string() + ": holds both model.safetensors and model.safetensors.index.json; "
                                           "transformers reads the first, other tools the second: remove one");
-  if (std::filesystem::exists(index_path)) return io::read_index(index_path).weight_map;
+  if (indexed) return io::read_index(index_path).weight_map;
   for (auto const& t : loader.file(dir / "model.safetensors").tensors()) file_of[t.name] = "model.safetensors";
   return file_of;
 }

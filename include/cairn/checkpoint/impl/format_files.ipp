@@ -2,6 +2,7 @@
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/metadata.hpp>
@@ -110,11 +111,10 @@ CAIRN_DECL std::map<std::string, std::string> detail::read_items(std::map<std::s
 }
 
 CAIRN_DECL std::optional<checkpoint_format> detect_format(std::filesystem::path const& dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return std::nullopt;
-  if (std::filesystem::exists(formats::metadata_file(dir), ec)) return checkpoint_format::distributed;
-  if (std::filesystem::exists(formats::state_dict_index(dir), ec)) return checkpoint_format::state_dict;
-  if (std::filesystem::exists(formats::external_config(dir), ec)) return checkpoint_format::external;
+  if (!cairn::detail::is_folder(dir)) return std::nullopt;
+  if (cairn::detail::present(formats::metadata_file(dir))) return checkpoint_format::distributed;
+  if (cairn::detail::present(formats::state_dict_index(dir))) return checkpoint_format::state_dict;
+  if (cairn::detail::present(formats::external_config(dir))) return checkpoint_format::external;
   return std::nullopt;
 }
 

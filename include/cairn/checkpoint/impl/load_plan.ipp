@@ -4,6 +4,7 @@
 
 #include <cairn/checkpoint/detail/identity.hpp>
 #include <cairn/checkpoint/detail/save_files.hpp>
+#include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/load_plan.hpp>
 #include <cairn/error.hpp>
@@ -227,8 +228,7 @@ inline void check_files(std::filesystem::path const& dir, checkpoint_metadata co
   for (auto const& [name, need] : needs) {
     auto path = dir / name;
     try {
-      std::error_code ec;
-      if (!std::filesystem::is_regular_file(path, ec)) {
+      if (!cairn::detail::stored_size(path)) {
         out.problems.push_back(path.string() + ": missing");
         continue;
       }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cairn/checkpoint/config.hpp>
+#include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/config/json.hpp>
@@ -115,16 +116,21 @@ CAIRN_DECL io::io_error detail::stored_metadata_error(std::string const& source,
 CAIRN_DECL checkpoint_metadata read_checkpoint_metadata(std::filesystem::path const& file) {
   boost::json::value document;
   try {
-    document = read_json_file(file);
+    document = cairn::detail::read_json(file, max_json_file_size);
   } catch (config_error const& e) {
     throw detail::stored_metadata_error(file.string(), e);
   }
   // The ranks whose files are there: what layout rules may claim without further ado.
   std::int64_t rank_files = 0;
-  std::error_code failed;
-  for (std::filesystem::directory_iterator it(file.parent_path(), failed), end; !failed && it != end;
-       it.increment(failed)) {
-    auto name = it->path().filename().string();
+  std::vector<io::listed_entry> listed;
+  try {
+    auto dir = io::open_location(file.parent_path().string());
+    listed = dir.backend->list(dir.key);
+  } catch (io::io_error const&) {
+    // Unlisted, no rank file counts: rules naming ranks are then checked against their files.
+  }
+  for (auto const& entry : listed) {
+    auto const& name = entry.name;
     if (!name.starts_with("rank_") || !name.ends_with(".safetensors")) continue;
     auto digits = std::string_view(name).substr(5, name.size() - 5 - 12);
     std::int64_t rank = 0;

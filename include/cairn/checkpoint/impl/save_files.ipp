@@ -7,6 +7,7 @@
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/config/detail/pretty.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/checksum.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/index.hpp>
@@ -123,13 +124,13 @@ CAIRN_DECL std::string state_dict_index_text(checkpoint_metadata const& metadata
 
 CAIRN_DECL void write_distributed_metadata(std::filesystem::path const& dir, checkpoint_metadata const& metadata) {
   auto text = distributed_metadata_text(metadata);
-  io::write_file_atomically(formats::metadata_file(dir), std::as_bytes(std::span(text)));
+  io::write_stored(formats::metadata_file(dir).string(), std::as_bytes(std::span(text)));
 }
 
 CAIRN_DECL void write_state_dict_index(std::filesystem::path const& dir, checkpoint_metadata const& metadata,
                                        std::map<std::string, std::string> weight_map) {
   auto text = state_dict_index_text(metadata, std::move(weight_map));
-  io::write_file_atomically(formats::state_dict_index(dir), std::as_bytes(std::span(text)));
+  io::write_stored(formats::state_dict_index(dir).string(), std::as_bytes(std::span(text)));
 }
 
 CAIRN_DECL io::dtype stored_type(io::dtype type, std::optional<cairn::data_type> const& conversion) {

@@ -3,6 +3,7 @@
 #pragma once
 // cairn: requires libtorch
 
+#include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/external.hpp>
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/formats/distributed.hpp>
@@ -72,7 +73,7 @@ CAIRN_DECL checkpoint_metadata checkpointer::load(model_state& state, checkpoint
   external::detail::load(state, comm_, conv.model_type, conv.weights, config, verify, conv.skipped);
   checkpoint_metadata out;
   out.format = checkpoint_format::external;
-  out.config = read_json_file(formats::external_config(config.path), max_config_file_size);
+  out.config = cairn::detail::read_json(formats::external_config(config.path), max_config_file_size);
   return out;
 }
 

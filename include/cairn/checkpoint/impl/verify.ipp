@@ -26,24 +26,18 @@
 namespace cairn {
 
 CAIRN_DECL std::vector<std::filesystem::path> safetensors_files(std::filesystem::path const& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) return {path};
+  if (!detail::is_folder(path)) return {path};
   std::vector<std::filesystem::path> files;
-  std::filesystem::directory_iterator it(path, ec), end;
-  if (ec) throw io::io_error(path, "cannot list: " + ec.message());
-  for (; it != end; it.increment(ec)) {
-    if (it->path().extension() == ".safetensors") files.push_back(it->path());
-  }
-  if (ec) throw io::io_error(path, "cannot list: " + ec.message());
+  for (auto const& entry : detail::folder_entries(path))
+    if (std::filesystem::path(entry.name).extension() == ".safetensors") files.push_back(path / entry.name);
   std::sort(files.begin(), files.end());
   return files;
 }
 
 CAIRN_DECL std::optional<std::string> not_a_checkpoint(std::filesystem::path const& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec) || detect_format(path)) return std::nullopt;
-  bool experiment = std::filesystem::is_directory(experiment_layout{path}.checkpoints(), ec) ||
-                    std::filesystem::is_directory(experiment_layout{path}.exports(), ec);
+  if (!detail::is_folder(path) || detect_format(path)) return std::nullopt;
+  bool experiment =
+      detail::is_folder(experiment_layout{path}.checkpoints()) || detail::is_folder(experiment_layout{path}.exports());
   return path.string() + (experiment ? ": an experiment directory; name one of its saves (checkpoints/<iteration> "
                                        "or export/<iteration>)"
                                      : ": holds no checkpoint (no metadata.json, state_dict index or config.json)");
@@ -60,8 +54,7 @@ CAIRN_DECL void verify_distributed_layout(std::filesystem::path const& path, che
   auto writers = replica_writers_of(metadata.ranks, metadata.replica_writers);
   for (std::size_t r = 0; r < metadata.ranks.size(); ++r) {
     auto file_path = formats::rank_file(path, static_cast<int>(r));
-    std::error_code ec;
-    if (!std::filesystem::exists(file_path, ec)) {
+    if (!present(file_path)) {
       problems.push_back(file_path.string() + ": missing (rank " + std::to_string(r) + " of " +
                          std::to_string(metadata.ranks.size()) + ")");
       continue;
@@ -156,7 +149,7 @@ CAIRN_DECL void verify_state_dict_layout(std::filesystem::path const& path, chec
 CAIRN_DECL void verify_external_config(std::filesystem::path const& path, std::vector<std::string>& problems) {
   auto file = formats::external_config(path);
   try {
-    auto document = read_json_file(file, max_config_file_size);
+    auto document = cairn::detail::read_json(file, max_config_file_size);
     if (!document.is_object())
       problems.push_back(file.string() + ": must be a JSON object");
     else if (auto const* type = document.get_object().if_contains("model_type"); !type || !type->is_string())
@@ -167,20 +160,23 @@ CAIRN_DECL void verify_external_config(std::filesystem::path const& path, std::v
 }
 
 CAIRN_DECL void verify_indexes(std::filesystem::path const& dir, std::vector<std::string>& problems) {
-  std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    auto const& entry = *it;
-    if (!entry.path().string().ends_with(".safetensors.index.json")) continue;
+  std::vector<io::listed_entry> listed;
+  try {
+    listed = folder_entries(dir);
+  } catch (error const& e) {
+    problems.emplace_back(e.what());
+  }
+  for (auto const& entry : listed) {
+    auto index_path = dir / entry.name;
+    if (!entry.name.ends_with(".safetensors.index.json")) continue;
     try {
-      auto index = io::read_index(entry.path());
+      auto index = io::read_index(index_path);
       std::map<std::string, std::unique_ptr<io::safetensors_file>> files; // each opened once
       std::set<std::string> missing;
       for (auto const& [tensor, file_name] : index.weight_map) {
         auto [at, added] = files.try_emplace(file_name);
         if (added) {
-          std::error_code absent;
-          if (!std::filesystem::exists(dir / file_name, absent)) {
+          if (!present(dir / file_name)) {
             missing.insert(file_name);
           } else {
             try {
@@ -191,32 +187,30 @@ CAIRN_DECL void verify_indexes(std::filesystem::path const& dir, std::vector<std
           }
         }
         if (missing.contains(file_name))
-          problems.push_back(entry.path().string() + ": '" + tensor + "' is in " + file_name + ", which is missing");
+          problems.push_back(index_path.string() + ": '" + tensor + "' is in " + file_name + ", which is missing");
         else if (at->second && !at->second->find(tensor))
-          problems.push_back(entry.path().string() + ": '" + tensor + "' is not in " + file_name);
+          problems.push_back(index_path.string() + ": '" + tensor + "' is not in " + file_name);
       }
       // And every tensor of those files where the index says: a second copy elsewhere is one
       // reader loads and another does not (transformers loads every file, the last copy winning).
-      bool external =
-          entry.path().filename() == "model.safetensors.index.json"; // cairn's own: checked with its metadata
+      bool external = index_path.filename() == "model.safetensors.index.json"; // cairn's own: checked with its metadata
       for (auto const& [file_name, file] : files) {
         if (!file || !external) continue;
         for (auto const& t : file->tensors()) {
           auto mapped = index.weight_map.find(t.name);
           if (mapped == index.weight_map.end())
             problems.push_back(file->path().string() + ": holds '" + t.name + "', which " +
-                               entry.path().filename().string() + " does not map");
+                               index_path.filename().string() + " does not map");
           else if (std::filesystem::path(mapped->second).lexically_normal() !=
                    std::filesystem::path(file_name).lexically_normal())
             problems.push_back(file->path().string() + ": holds a second copy of '" + t.name + "', which " +
-                               entry.path().filename().string() + " maps to " + mapped->second);
+                               index_path.filename().string() + " maps to " + mapped->second);
         }
       }
     } catch (error const& e) {
       problems.emplace_back(e.what());
     }
   }
-  if (ec) problems.push_back(dir.string() + ": cannot list: " + ec.message());
 }
 
 /// The checksums of every tensor of `file_path`, into `report`; in cairn's own formats (`own_format`)
@@ -268,8 +262,7 @@ inline void verify_structure(std::filesystem::path const& path, std::optional<ch
     problems.emplace_back(e.what());
   }
   if (auto status = save_status(path); status.is_save && status.problem) problems.push_back(*status.problem);
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) verify_indexes(path, problems);
+  if (is_folder(path)) verify_indexes(path, problems);
 }
 
 } // namespace cairn::detail
@@ -280,9 +273,8 @@ CAIRN_DECL verification_report verify_checkpoint(std::filesystem::path const& pa
   verification_report report;
   auto& problems = report.problems;
   try {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
-      problems.push_back(path.string() + ": " + (ec ? ec.message() : std::string("no such file or directory")));
+    if (!detail::present(path) && !detail::is_folder(path)) {
+      problems.push_back(path.string() + ": no such file or directory");
       return report;
     }
     if (auto problem = not_a_checkpoint(path)) {
@@ -293,10 +285,8 @@ CAIRN_DECL verification_report verify_checkpoint(std::filesystem::path const& pa
     bool own_format = format == checkpoint_format::distributed || format == checkpoint_format::state_dict;
     auto files = safetensors_files(path);
     std::uint64_t total = 0;
-    for (auto const& f : files) {
-      auto size = std::filesystem::file_size(f, ec);
-      if (!ec) total += size;
-    }
+    for (auto const& f : files)
+      if (auto size = detail::stored_size(f)) total += *size;
     progress_scope progress("verifying", path.string(), total);
     for (auto const& file_path : files) detail::verify_checksums(file_path, own_format, options, report);
     detail::verify_structure(path, format, problems);

@@ -5,6 +5,7 @@
 #include <cairn/detail/json_feed.hpp>
 #include <cairn/detail/json_keys.hpp>
 #include <cairn/detail/read_file.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/index.hpp>
@@ -40,10 +41,15 @@ CAIRN_DECL safetensors_index read_index(std::filesystem::path const& path, std::
   // Parsed as it is read: a file that is not JSON is read only up to its first bad byte.
   cairn::detail::json_feed feed;
   std::string text;
-  if (auto problem =
-          cairn::detail::read_regular_file(path, limit, text, [&](std::string_view piece) { return feed.feed(piece); });
-      !problem.empty())
+  if (is_object_store_path(path.string())) {
+    auto where = open_location(path.string());
+    text = where.backend->read_all(where.key, limit);
+    feed.feed(text);
+  } else if (auto problem = cairn::detail::read_regular_file(path, limit, text,
+                                                             [&](std::string_view piece) { return feed.feed(piece); });
+             !problem.empty()) {
     throw io_error(path, problem.kind, problem.text);
+  }
   if (!feed.finish() || (feed.ended && text.find_first_not_of(" \t\r\n", feed.consumed) != std::string::npos))
     throw io_error(path,
                    "not valid JSON: " + (feed.error ? feed.error.message() : std::string("text after the value")));
@@ -81,7 +87,7 @@ CAIRN_DECL std::string index_text(safetensors_index const& index) {
 
 CAIRN_DECL void write_index(std::filesystem::path const& path, safetensors_index const& index) {
   auto text = index_text(index);
-  write_file_atomically(path, std::as_bytes(std::span(text)));
+  write_stored(path.string(), std::as_bytes(std::span(text)));
 }
 
 } // namespace cairn::io

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cairn/detail/json_keys.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/checksum.hpp>
 #include <cairn/io/detail/checked.hpp>
 #include <cairn/io/dtype.hpp>
@@ -107,16 +108,22 @@ CAIRN_DECL tensor_info parse_tensor_entry(std::string name, boost::json::value c
 namespace cairn::io {
 
 CAIRN_DECL safetensors_header parse_header(std::span<std::byte const> file, std::filesystem::path const& source) {
-  if (file.size() < 8)
-    throw io_error(source, "too short to be a safetensors file (" + std::to_string(file.size()) + " bytes)");
+  return parse_header(file, file.size(), source);
+}
+
+CAIRN_DECL safetensors_header parse_header(std::span<std::byte const> file, std::uint64_t file_size,
+                                           std::filesystem::path const& source) {
+  if (file_size < 8 || file.size() < 8)
+    throw io_error(source, "too short to be a safetensors file (" + std::to_string(file_size) + " bytes)");
   auto header_size = detail::read_le64(file);
   if (header_size > max_header_size)
     throw io_error(source, io_errc::too_large,
                    "header length " + std::to_string(header_size) + " exceeds the limit of " +
                        std::to_string(max_header_size) + " bytes");
-  if (header_size > file.size() - 8)
+  if (header_size > file_size - 8)
     throw io_error(source, "header length " + std::to_string(header_size) + " runs past the end of the file (" +
-                               std::to_string(file.size()) + " bytes)");
+                               std::to_string(file_size) + " bytes)");
+  if (header_size > file.size() - 8) throw io_error(source, io_errc::invalid_argument, "the header was not read whole");
   std::string_view text(reinterpret_cast<char const*>(file.data() + 8), static_cast<std::size_t>(header_size));
   boost::system::error_code ec;
   auto document = boost::json::parse(boost::json::string_view(text.data(), text.size()), ec);
@@ -144,7 +151,7 @@ CAIRN_DECL safetensors_header parse_header(std::span<std::byte const> file, std:
   std::sort(header.tensors.begin(), header.tensors.end(), [](tensor_info const& a, tensor_info const& b) {
     return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
   });
-  std::uint64_t data_size = file.size() - header.data_offset;
+  std::uint64_t data_size = file_size - header.data_offset;
   std::uint64_t covered = 0;
   for (auto const& t : header.tensors) {
     if (t.begin < covered) throw io_error(source, "tensor '" + t.name + "' overlaps the tensor before it");
@@ -171,16 +178,77 @@ CAIRN_DECL tensor_info const& safetensors_file::at(std::string_view name) const 
   throw io_error(path(), "no tensor named '" + std::string(name) + "'");
 }
 
-CAIRN_DECL std::span<std::byte const> safetensors_file::bytes(tensor_info const& t) const noexcept {
-  return file_.bytes().subspan(static_cast<std::size_t>(header_.data_offset + t.begin),
-                               static_cast<std::size_t>(t.byte_size()));
+namespace detail {
+/// The header of the safetensors object `where`: its first 8 bytes, then the length they give.
+inline safetensors_header read_remote_header(storage_location const& where, std::uint64_t size,
+                                             std::filesystem::path const& source) {
+  if (size < 8) throw io_error(source, "too short to be a safetensors file (" + std::to_string(size) + " bytes)");
+  std::vector<std::byte> prefix(8);
+  where.backend->read(where.key, 0, prefix);
+  auto length = read_le64(prefix);
+  if (length <= max_header_size && length <= size - 8) {
+    prefix.resize(static_cast<std::size_t>(8 + length));
+    where.backend->read(where.key, 8, std::span(prefix).subspan(8));
+  }
+  return parse_header(prefix, size, source);
+}
+
+inline std::uint64_t object_size(storage_location const& where, std::filesystem::path const& source) {
+  auto size = where.backend->size(where.key);
+  if (!size)
+    throw io_error(source, std::make_error_code(std::errc::no_such_file_or_directory), "cannot open: no such object");
+  return *size;
+}
+} // namespace detail
+
+CAIRN_DECL safetensors_file::safetensors_file(std::filesystem::path path) : path_(std::move(path)) {
+  if (!is_object_store_path(path_.string())) {
+    file_.emplace(path_);
+    header_ = parse_header(file_->bytes(), path_);
+    return;
+  }
+  remote_ = open_location(path_.string());
+  size_ = detail::object_size(remote_, path_);
+  header_ = detail::read_remote_header(remote_, size_, path_);
+}
+
+CAIRN_DECL std::span<std::byte const> safetensors_file::bytes(tensor_info const& t) const {
+  if (file_)
+    return file_->bytes().subspan(static_cast<std::size_t>(header_.data_offset + t.begin),
+                                  static_cast<std::size_t>(t.byte_size()));
+  // An object's tensor is read whole, once, with ranged GETs of exactly its bytes, and kept
+  // while the file is open.
+  {
+    std::lock_guard lock(fetched_mutex_);
+    if (auto found = fetched_.find({t.begin, t.end}); found != fetched_.end()) return *found->second;
+  }
+  auto bytes = std::make_unique<std::vector<std::byte>>(static_cast<std::size_t>(t.byte_size()));
+  fetch(header_.data_offset + t.begin, *bytes);
+  std::lock_guard lock(fetched_mutex_);
+  auto& held = fetched_[{t.begin, t.end}];
+  if (!held) held = std::move(bytes);
+  return *held;
+}
+
+CAIRN_DECL void safetensors_file::fetch(std::uint64_t offset, std::span<std::byte> out) const {
+  std::lock_guard lock(fetched_mutex_);
+  if (read_ahead_ == 0 || out.size() >= read_ahead_) return remote_.backend->read(remote_.key, offset, out);
+  if (offset < window_begin_ || offset + out.size() > window_begin_ + window_.size()) {
+    window_begin_ = offset;
+    window_.resize(static_cast<std::size_t>(std::min(read_ahead_, size_ - offset)));
+    remote_.backend->read(remote_.key, offset, window_);
+  }
+  std::memcpy(out.data(), window_.data() + (offset - window_begin_), out.size());
 }
 
 CAIRN_DECL void safetensors_file::read_into(tensor_info const& t, std::uint64_t offset,
                                             std::span<std::byte> out) const {
   if (offset > t.byte_size() || out.size() > t.byte_size() - offset)
     throw io_error(path(), "tensor '" + t.name + "': read past its end");
-  file_.read_at(header_.data_offset + t.begin + offset, out);
+  if (file_)
+    file_->read_at(header_.data_offset + t.begin + offset, out);
+  else
+    fetch(header_.data_offset + t.begin + offset, out);
 }
 
 CAIRN_DECL bool safetensors_file::has_checksums() const {

@@ -2,6 +2,7 @@
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/io/backend.hpp>
 #include <cairn/io/checksum.hpp>
 #include <cairn/io/detail/background_hash.hpp>
 #include <cairn/io/detail/checked.hpp>
@@ -40,7 +41,7 @@ CAIRN_DECL void safetensors_writer::add(std::string name, dtype source_type, std
 
 CAIRN_DECL void safetensors_writer::declare(std::string name, dtype source_type, std::vector<std::uint64_t> shape,
                                             std::optional<dtype> stored_type) {
-  if (file_ || joined_)
+  if (file_ || joined_ || stream_)
     throw io_error(path_, io_errc::invalid_argument, "tensor '" + name + "' declared after the file was opened");
   if (name == "__metadata__") throw io_error(path_, io_errc::invalid_argument, "'__metadata__' cannot name a tensor");
   if (index_.contains(name)) throw io_error(path_, io_errc::invalid_argument, "tensor '" + name + "' added twice");
@@ -74,7 +75,12 @@ CAIRN_DECL void safetensors_writer::write() {
   commit();
 }
 
-CAIRN_DECL void safetensors_writer::open() { start(std::make_unique<atomic_file>(path_)); }
+CAIRN_DECL void safetensors_writer::open() {
+  auto placeholder = lay_out();
+  auto location = open_location(path_.string());
+  stream_ = location.backend->open_writer(location.key, data_start_);
+  write_prefix(placeholder);
+}
 
 namespace detail {
 /// The temporary name of a file several writers share: one they all derive from the token.
@@ -90,9 +96,16 @@ inline std::filesystem::path shared_temporary(std::filesystem::path const& final
   name += token;
   return final_path.parent_path() / name;
 }
+
+/// Several writers of one file write at offsets of their own: an object store has no such file.
+inline void refuse_shared_object(std::filesystem::path const& path) {
+  if (is_object_store_path(path.string()))
+    throw io_error(path, io_errc::unsupported, "a file several ranks write together needs a POSIX directory");
+}
 } // namespace detail
 
 CAIRN_DECL void safetensors_writer::open_shared(std::string const& token) {
+  detail::refuse_shared_object(path_);
   start(std::make_unique<atomic_file>(path_, detail::shared_temporary(path_, token)));
   detail::fault_point("write", path_);
   if (::ftruncate(file_->fd(), static_cast<off_t>(file_size())) != 0) throw system_error(path_, "ftruncate");
@@ -100,11 +113,12 @@ CAIRN_DECL void safetensors_writer::open_shared(std::string const& token) {
 
 CAIRN_DECL void safetensors_writer::join_shared(std::string const& token) {
   if (file_ || joined_) throw io_error(path_, io_errc::invalid_argument, "joined after the file was opened");
+  detail::refuse_shared_object(path_);
   start(nullptr);
   joined_ = open_file(detail::shared_temporary(path_, token), O_WRONLY);
 }
 
-CAIRN_DECL void safetensors_writer::start(std::unique_ptr<atomic_file> file) {
+CAIRN_DECL std::string safetensors_writer::lay_out() {
   std::uint64_t offset = 0;
   for (auto& e : entries_) {
     e.begin = offset;
@@ -118,17 +132,26 @@ CAIRN_DECL void safetensors_writer::start(std::unique_ptr<atomic_file> file) {
                        " bytes safetensors readers accept: spread the tensors over more files");
   data_start_ = 8 + placeholder.size();
   next_ = 0;
-  if (!file) return;
-  file_ = std::move(file);
+  return placeholder;
+}
+
+CAIRN_DECL void safetensors_writer::write_prefix(std::string const& placeholder) {
   auto length = static_cast<std::uint64_t>(placeholder.size());
   std::byte prefix[8];
   for (std::size_t i = 0; i < 8; ++i) prefix[i] = static_cast<std::byte>((length >> (8 * i)) & 0xffu);
-  file_->write_at(prefix, 0);
-  file_->write_at(std::as_bytes(std::span(placeholder)), 8);
+  write_at(prefix, 0);
+  write_at(std::as_bytes(std::span(placeholder)), 8);
+}
+
+CAIRN_DECL void safetensors_writer::start(std::unique_ptr<atomic_file> file) {
+  auto placeholder = lay_out();
+  if (!file) return;
+  file_ = std::move(file);
+  write_prefix(placeholder);
 }
 
 CAIRN_DECL void safetensors_writer::put(std::string const& name, std::span<std::byte const> bytes) {
-  if (!file_)
+  if (!file_ && !stream_)
     throw io_error(path_, io_errc::invalid_argument, "tensor '" + name + "' written before the file was opened");
   while (next_ < entries_.size() && entries_[next_].shared) ++next_;
   if (next_ >= entries_.size() || entries_[next_].name != name)
@@ -167,7 +190,7 @@ CAIRN_DECL void safetensors_writer::release() {
 }
 
 CAIRN_DECL void safetensors_writer::commit() {
-  if (!file_) throw io_error(path_, io_errc::invalid_argument, "committed before it was opened");
+  if (!file_ && !stream_) throw io_error(path_, io_errc::invalid_argument, "committed before it was opened");
   while (next_ < entries_.size() && entries_[next_].shared) ++next_;
   if (next_ != entries_.size())
     throw io_error(path_, io_errc::invalid_argument,
@@ -175,7 +198,12 @@ CAIRN_DECL void safetensors_writer::commit() {
   if (policy_ == checksums::record) {
     hash_shared();
     auto final_header = header_text();
-    file_->write_at(std::as_bytes(std::span(final_header)), 8);
+    write_at(std::as_bytes(std::span(final_header)), 8);
+  }
+  if (stream_) {
+    stream_->commit();
+    stream_.reset();
+    return;
   }
   file_->commit();
   file_.reset();

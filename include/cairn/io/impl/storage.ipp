@@ -2,9 +2,13 @@
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/io/backend.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/storage.hpp>
+#ifdef CAIRN_WITH_S3
+#include <cairn/io/s3.hpp>
+#endif
 
 #include <cerrno>
 #include <chrono>
@@ -276,6 +280,13 @@ struct scratch_directory {
 namespace cairn::io {
 
 CAIRN_DECL storage_report check_storage(std::filesystem::path const& dir) {
+  if (is_object_store_path(dir.string())) {
+#ifdef CAIRN_WITH_S3
+    return check_object_store(dir.string());
+#else
+    (void)open_location(dir.string()); // says this build has no S3 support
+#endif
+  }
   storage_report report;
   report.directory = dir;
   std::random_device random;

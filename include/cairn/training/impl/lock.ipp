@@ -3,23 +3,163 @@
 #pragma once
 
 #include <cairn/error.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/training/lock.hpp>
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <mutex>
+#include <optional>
+#include <random>
 #include <string>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
+
+namespace cairn::detail {
+
+/// The thread that rewrites a lease while its holder lives.
+struct lease_keeper {
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stop = false;
+  std::thread thread;
+};
+
+inline std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+/// The number after `label` in a lease's record, when there is one.
+inline std::optional<std::int64_t> lease_number(std::string const& record, std::string const& label) {
+  auto at = record.find(label);
+  if (at == std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  auto value = std::strtoll(record.c_str() + at + label.size(), &end, 10);
+  if (end == record.c_str() + at + label.size()) return std::nullopt;
+  return value;
+}
+
+inline std::string lease_field(std::string const& record, std::string const& label) {
+  auto at = record.find(label);
+  if (at == std::string::npos) return {};
+  auto begin = at + label.size();
+  auto end = record.find_first_of(",\n", begin);
+  return record.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+inline std::string this_host() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+} // namespace cairn::detail
 
 namespace cairn {
 
+CAIRN_DECL std::string experiment_lock::lease_record() const {
+  static auto const since = detail::unix_now();
+  return "host " + detail::this_host() + ", pid " + std::to_string(::getpid()) + ", since unix time " +
+         std::to_string(since) + ", refreshed unix time " + std::to_string(detail::unix_now()) + ", lease " + token_ +
+         "\n";
+}
+
+CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
+  std::random_device random;
+  token_ = std::to_string(random()) + std::to_string(random());
+  auto where = io::open_location(path_.string());
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto record = lease_record();
+    if (where.backend->create_exclusive(where.key, std::as_bytes(std::span(record)))) {
+      keeper_ = std::make_unique<detail::lease_keeper>();
+      keeper_->thread = std::thread([this, where] {
+        std::unique_lock lock(keeper_->mutex);
+        while (!keeper_->wake.wait_for(lock, std::chrono::seconds(lease_refresh), [&] { return keeper_->stop; })) {
+          try {
+            auto held = where.backend->read_all(where.key, 4096);
+            if (detail::lease_field(held, "lease ") != token_) return; // taken over: check() says so
+            auto renewed = lease_record();
+            where.backend->write(where.key, std::as_bytes(std::span(renewed)));
+          } catch (std::exception const&) {
+            // The store did not answer this time: the lease lasts lease_expiry seconds.
+          }
+        }
+      });
+      return;
+    }
+    std::string held;
+    try {
+      held = where.backend->read_all(where.key, 4096);
+    } catch (io::io_error const& e) {
+      if (e.kind() == std::errc::no_such_file_or_directory) continue; // released meanwhile
+      throw;
+    }
+    while (!held.empty() && held.back() == '\n') held.pop_back();
+    auto pid = detail::lease_number(held, "pid ");
+    auto refreshed = detail::lease_number(held, "refreshed unix time ");
+    bool dead_here = detail::lease_field(held, "host ") == detail::this_host() && pid && *pid > 0 &&
+                     ::kill(static_cast<pid_t>(*pid), 0) != 0 && errno == ESRCH;
+    bool expired = !refreshed || detail::unix_now() - *refreshed > lease_expiry;
+    if (!dead_here && !expired)
+      throw training_error(training_errc::in_use,
+                           dir.string() + ": in use by another run (" + held +
+                               "); one run at a time may write an experiment directory (its lease ends " +
+                               std::to_string(lease_expiry) + " s after its holder stops renewing it)");
+    where.backend->remove(where.key); // its holder is gone: taken over
+  }
+  throw training_error(training_errc::in_use, dir.string() + ": another run took the lock at the same time");
+}
+
+CAIRN_DECL experiment_lock::~experiment_lock() {
+  if (!keeper_) return;
+  {
+    std::lock_guard lock(keeper_->mutex);
+    keeper_->stop = true;
+  }
+  keeper_->wake.notify_all();
+  keeper_->thread.join();
+  try {
+    auto where = io::open_location(path_.string());
+    if (detail::lease_field(where.backend->read_all(where.key, 4096), "lease ") == token_)
+      where.backend->remove(where.key);
+  } catch (std::exception const&) {
+    // Not released: it expires after lease_expiry seconds.
+  }
+}
+
+CAIRN_DECL void experiment_lock::check() const {
+  if (!keeper_) return;
+  auto where = io::open_location(path_.string());
+  std::string held;
+  try {
+    held = where.backend->read_all(where.key, 4096);
+  } catch (io::io_error const& e) {
+    if (e.kind() != std::errc::no_such_file_or_directory) throw;
+  }
+  if (detail::lease_field(held, "lease ") != token_) {
+    while (!held.empty() && held.back() == '\n') held.pop_back();
+    throw training_error(training_errc::in_use, path_.string() + ": this run's lock was taken over (" +
+                                                    (held.empty() ? std::string("now nobody's") : held) +
+                                                    "): it stopped renewing it for longer than " +
+                                                    std::to_string(lease_expiry) + " s; nothing more is committed");
+  }
+}
+
 CAIRN_DECL experiment_lock::experiment_lock(std::filesystem::path const& dir) : path_(dir / ".cairn.lock") {
+  if (io::is_object_store_path(dir.string())) {
+    take_lease(dir);
+    return;
+  }
   io::make_directories(dir);
   // Never through a symbolic link (the lock truncates its file: a link to another file would
   // destroy it), and never anything but a regular file (a FIFO would block).

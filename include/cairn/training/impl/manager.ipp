@@ -11,6 +11,7 @@
 #include <cairn/comm/collectives.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/diagnostics.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/storage.hpp>
 #include <cairn/training/background_writer.hpp>
 #include <cairn/training/callback.hpp>
@@ -61,14 +62,26 @@ inline std::string host_name() {
 
 /// What is in the probe file `path`, or why it cannot be read.
 inline std::string probe_text(std::filesystem::path const& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "<missing>";
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return text;
+  try {
+    auto where = io::open_location(path.string());
+    return where.backend->read_all(where.key, 4096);
+  } catch (std::exception const&) {
+    return "<missing>";
+  }
 }
 
 inline void write_probe(std::filesystem::path const& path, std::string const& text) {
-  io::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())));
+  auto where = io::open_location(path.string());
+  where.backend->write(where.key, std::as_bytes(std::span(text.data(), text.size())));
+}
+
+inline void remove_probe(std::filesystem::path const& path) noexcept {
+  try {
+    auto where = io::open_location(path.string());
+    where.backend->remove(where.key);
+  } catch (std::exception const&) {
+    // a probe left behind is harmless: its name is no save's
+  }
 }
 
 } // namespace detail
@@ -80,7 +93,7 @@ CAIRN_DECL void check_shared_directory(comm::communicator_ref comm, std::filesys
   std::string probe_name;
   comm::all_succeed(comm, what, [&] {
     if (comm.rank() != 0) return;
-    io::make_directories(dir);
+    io::make_folder(dir.string());
     probe_name = ".cairn-shared-" + cairn::detail::new_save_id();
     detail::write_probe(dir / probe_name, "rank 0 on " + host);
   });
@@ -90,12 +103,11 @@ CAIRN_DECL void check_shared_directory(comm::communicator_ref comm, std::filesys
   mine += "." + std::to_string(comm.rank());
   auto remove_probes = [&] { // rank 0, whatever the outcome: a check leaves nothing behind
     if (comm.rank() != 0) return;
-    std::error_code ec;
-    std::filesystem::remove(probe, ec);
+    detail::remove_probe(probe);
     for (int r = 1; r < comm.size(); ++r) {
       auto theirs = probe;
       theirs += "." + std::to_string(r);
-      std::filesystem::remove(theirs, ec);
+      detail::remove_probe(theirs);
     }
   };
   try {
@@ -320,6 +332,7 @@ CAIRN_DECL void basic_checkpoint_manager::stage(save_directory& dir, std::int64_
       throw training_error(training_errc::no_experiment_dir,
                            "run.experiment_dir: required to save checkpoints or exports");
     lock();
+    if (lock_) lock_->check(); // a lease taken over: this run must not touch the saves again
     dir.begin(iteration);
   });
 }
@@ -327,7 +340,8 @@ CAIRN_DECL void basic_checkpoint_manager::stage(save_directory& dir, std::int64_
 CAIRN_DECL void basic_checkpoint_manager::abandon(save_directory& dir, std::int64_t iteration) {
   if (comm_.rank() != 0) return;
   try {
-    io::remove_tree(dir.staging(iteration));
+    auto staged = io::open_location(dir.staging(iteration).string());
+    staged.backend->remove_tree(staged.key);
   } catch (std::exception const& e) {
     emit(severity::warning, {dir.staging(iteration).string(), e.what()});
   }
@@ -341,6 +355,7 @@ CAIRN_DECL void basic_checkpoint_manager::commit(save_directory& dir, checkpoint
       if (comm_.rank() != 0) return;
       boost::json::object info{{"kind", kind}, {"world_size", comm_.size()}};
       if (!finite) info["finite"] = false;
+      if (lock_) lock_->check(); // a lease taken over: nothing more is committed
       dir.commit(iteration, std::move(info));
     });
   } catch (...) {

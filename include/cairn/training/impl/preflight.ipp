@@ -7,6 +7,7 @@
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
 #include <cairn/checkpoint/metadata.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/dtype.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/training/preflight.hpp>
@@ -56,7 +57,10 @@ CAIRN_DECL std::uint64_t saves_on_disk(checkpoint_base_config const& schedule, s
 }
 
 CAIRN_DECL void check_disk_space(std::filesystem::path const& dir, disk_estimate const& needed) {
-  auto available = std::filesystem::space(dir).available;
+  auto where = io::open_location(dir.string());
+  auto space = where.backend->available(where.key);
+  if (!space) return; // a store without a known bound
+  auto available = *space;
   if (available < needed.total())
     throw training_error(training_errc::storage, dir.string() + ": " + size_text(double(available)) +
                                                      " free, the run needs about " + size_text(double(needed.total())) +
@@ -67,11 +71,11 @@ CAIRN_DECL void check_disk_space(std::filesystem::path const& dir, disk_estimate
 }
 
 CAIRN_DECL void probe_writable(std::filesystem::path const& dir) {
-  io::make_directories(dir);
-  auto probe = dir / ".cairn-preflight";
+  io::make_folder(dir.string());
+  auto probe = io::open_location((dir / ".cairn-preflight").string());
   std::string text = "cairn preflight\n";
-  io::write_file_atomically(probe, std::as_bytes(std::span(text)));
-  io::remove_tree(probe);
+  probe.backend->write(probe.key, std::as_bytes(std::span(text)));
+  probe.backend->remove(probe.key);
 }
 
 } // namespace cairn

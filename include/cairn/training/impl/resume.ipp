@@ -77,6 +77,9 @@ CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& c
       });
       return out;
     } catch (std::exception const& e) {
+      // A store that did not answer says nothing of the checkpoint: never a reason to take an
+      // older one (which the run would then overwrite the newer one from).
+      if (auto const* known = dynamic_cast<error const*>(&e); known && known->kind() == io_errc::storage) throw;
       failures += std::string("\n  ") + e.what();
       if (comm.rank() == 0)
         emit(severity::warning, {load.path.string(), std::string("skipped, it does not load: ") + e.what()});

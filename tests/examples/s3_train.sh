@@ -1,0 +1,118 @@
+#!/bin/sh
+# The example trainer with an s3:// experiment directory, against the S3-compatible server that
+# tests/io/s3_server.sh starts (run through it): a 2-rank job trains with checkpoints and an
+# export, resumes from the store with the losses of an uninterrupted local run, is stopped by
+# SIGTERM with a preemption checkpoint; the AWS command-line tool, independent of cairn, lists and
+# downloads what it wrote, and the downloaded saves verify; a save torn by a kill -9 is never
+# resumed from. Exit status 0 when every step did what it should.
+#
+#     s3_server.sh s3_train.sh TOOL TRAIN WORK_DIR
+set -u
+tool=$1
+train=$2
+dir=$3
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$dir"
+mkdir -p "$dir"
+store="s3://$CAIRN_TEST_S3_BUCKET/run-$$"
+common="training.export.interval=8 training.export.format=external \
+training.export.model_type=cairn_mlp model.hidden=16 data.batch_size=8 seed=3 training.logs.interval=1"
+fail() {
+  echo "s3_train.sh: $1"
+  exit 1
+}
+aws() {
+  AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null /usr/bin/aws --endpoint-url "$AWS_ENDPOINT_URL" "$@"
+}
+# The losses a log gives, one "iteration N/M: loss X" a line, without the times.
+losses() { sed -n 's/^\(\[rank 0\] \)\{0,1\}\(iteration [0-9]*\/[0-9]*: loss [0-9.e+-]*\).*/\2/p' "$1"; }
+# Fewer retries than a real job's: a store that stays down fails the test in seconds.
+export CAIRN_S3_RETRY_SECONDS=10
+
+# The reference: the same job on a local directory, uninterrupted.
+# shellcheck disable=SC2086 # the overrides are words
+"$tool" launch -n 2 -- "$train" run.experiment_dir="$dir/local" training.train_iters=12 training.checkpoint.interval=4 $common \
+  >"$dir/local.log" 2>&1 || { cat "$dir/local.log"; fail "the local reference job failed"; }
+
+# shellcheck disable=SC2086
+"$tool" launch -n 2 -- "$train" run.experiment_dir="$store" training.train_iters=8 training.checkpoint.interval=4 $common \
+  >"$dir/first.log" 2>&1 || { cat "$dir/first.log"; fail "the job on s3:// failed"; }
+grep -q "done: 8 iterations" "$dir/first.log" || { cat "$dir/first.log"; fail "the job on s3:// did not finish"; }
+aws s3 ls "$store/checkpoints/8/" >"$dir/ls8" 2>&1 || { cat "$dir/ls8"; fail "awscli cannot list checkpoint 8"; }
+for name in complete.json metadata.json rank_0.safetensors rank_1.safetensors; do
+  grep -q " $name\$" "$dir/ls8" || { cat "$dir/ls8"; fail "awscli does not list $name in checkpoint 8"; }
+done
+aws s3 ls "$store/export/8/" | grep -q "model.safetensors" || fail "no export 8 in the store"
+
+# Resumed from the store: the losses after it are an uninterrupted run's, bitwise.
+# shellcheck disable=SC2086
+"$tool" launch -n 2 -- "$train" run.experiment_dir="$store" training.train_iters=12 training.checkpoint.interval=4 $common \
+  >"$dir/second.log" 2>&1 || { cat "$dir/second.log"; fail "the resumed job on s3:// failed"; }
+grep -q "resumed from $store/checkpoints/8 at iteration 8" "$dir/second.log" ||
+  { cat "$dir/second.log"; fail "not resumed from the store's checkpoint 8"; }
+losses "$dir/local.log" | sed -n '9,12p' >"$dir/expected"
+losses "$dir/second.log" >"$dir/got"
+[ -s "$dir/got" ] && cmp -s "$dir/expected" "$dir/got" ||
+  { diff "$dir/expected" "$dir/got"; fail "the resumed losses differ from the uninterrupted run's"; }
+
+# What cairn wrote, downloaded by awscli, verifies and loads as a local save.
+aws s3 cp --recursive "$store/checkpoints/12" "$dir/down/checkpoints/12" >/dev/null 2>&1 ||
+  fail "awscli cannot download checkpoint 12"
+"$tool" verify "$dir/down/checkpoints/12" >"$dir/verify.log" 2>&1 || { cat "$dir/verify.log"; fail "the download does not verify"; }
+"$tool" verify "$store/checkpoints/12" >"$dir/verify-s3.log" 2>&1 ||
+  { cat "$dir/verify-s3.log"; fail "cairn verify of the store's checkpoint fails"; }
+aws s3 cp --recursive "$store/export/8" "$dir/dl/export/8" >/dev/null 2>&1 || fail "awscli cannot download export 8"
+"$tool" verify "$dir/dl/export/8" >"$dir/verify-export.log" 2>&1 ||
+  { cat "$dir/verify-export.log"; fail "the downloaded export does not verify"; }
+# shellcheck disable=SC2086
+"$tool" launch -n 2 -- "$train" run.experiment_dir="$dir/down" training.train_iters=13 training.checkpoint.interval=4 $common \
+  >"$dir/local-resume.log" 2>&1 || { cat "$dir/local-resume.log"; fail "the downloaded checkpoint does not resume"; }
+grep -q "resumed from $dir/down/checkpoints/12 at iteration 12" "$dir/local-resume.log" ||
+  { cat "$dir/local-resume.log"; fail "not resumed from the downloaded checkpoint"; }
+
+# convert is for local directories: an s3:// path is refused naming it, and nothing is made here.
+(cd "$dir" && "$tool" convert input.path="$store/checkpoints/12" input.format=distributed \
+  output.path="$dir/converted" output.format=state_dict) >"$dir/convert.log" 2>&1 &&
+  fail "convert of an s3:// checkpoint did not refuse it"
+grep -q "input.path: $store/checkpoints/12: convert reads and writes local directories only" "$dir/convert.log" ||
+  { cat "$dir/convert.log"; fail "convert's refusal does not name input.path"; }
+[ ! -e "$dir/s3:" ] && [ ! -e "$dir/converted" ] || fail "convert of an s3:// path made local files"
+
+# SIGTERM: a preemption checkpoint in the store past the resume.
+# shellcheck disable=SC2086
+"$tool" launch -n 2 -- "$train" run.experiment_dir="$store" training.train_iters=1000000 $common \
+  training.checkpoint.interval=1000 >"$dir/term.log" 2>&1 &
+launcher=$!
+tries=0
+until grep -q "iteration 15/" "$dir/term.log"; do
+  tries=$((tries + 1))
+  [ $tries -lt 600 ] && kill -0 $launcher 2>/dev/null || { kill -9 $launcher 2>/dev/null; cat "$dir/term.log"; fail "the job does not train"; }
+  sleep 0.1
+done
+kill -TERM $launcher
+wait $launcher
+stopped=$(sed -n 's/^.*stopped by a signal after iteration \([0-9]*\)$/\1/p' "$dir/term.log")
+[ -n "$stopped" ] || { cat "$dir/term.log"; fail "no preemption checkpoint after SIGTERM"; }
+aws s3 ls "$store/checkpoints/$stopped/complete.json" >/dev/null 2>&1 ||
+  fail "the preemption checkpoint $stopped is not complete in the store"
+
+# kill -9 in the middle of a save: the torn save is never resumed from.
+# shellcheck disable=SC2086
+"$tool" launch -n 2 -- "$train" run.experiment_dir="$store" training.train_iters=1000000 $common \
+  training.checkpoint.interval=1 >"$dir/killed.log" 2>&1 &
+launcher=$!
+tries=0
+until grep -q "iteration $((stopped + 3))/" "$dir/killed.log"; do
+  tries=$((tries + 1))
+  [ $tries -lt 600 ] && kill -0 $launcher 2>/dev/null || { kill -9 $launcher 2>/dev/null; cat "$dir/killed.log"; fail "the job does not train"; }
+  sleep 0.05
+done
+for pid in $(cat "/proc/$launcher/task/$launcher/children" 2>/dev/null) $launcher; do kill -9 "$pid" 2>/dev/null; done
+wait $launcher 2>/dev/null
+# shellcheck disable=SC2086
+"$tool" launch -n 2 -- "$train" run.experiment_dir="$store" training.train_iters=1 training.checkpoint.interval=4 $common \
+  >"$dir/after-kill.log" 2>&1
+resumed=$(sed -n 's/^.*resumed from .*checkpoints\/\([0-9]*\) at iteration.*/\1/p' "$dir/after-kill.log")
+[ -n "$resumed" ] || { cat "$dir/after-kill.log"; fail "no resume after the kill"; }
+"$tool" verify "$store/checkpoints/$resumed" >/dev/null 2>&1 || fail "resumed from checkpoint $resumed, which does not verify"
+echo "s3_train.sh: trained, resumed bitwise, stopped by SIGTERM and killed on s3://; awscli read what cairn wrote"

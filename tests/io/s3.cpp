@@ -1,0 +1,364 @@
+// The S3 backend against a real S3-compatible server (s3rver) behind a proxy that checks every
+// request's Signature V4 and Content-MD5 and injects faults (tests/io/s3_server.sh starts both).
+#include <cairn/io/backend.hpp>
+#include <cairn/io/file.hpp>
+#include <cairn/io/s3.hpp>
+#include <cairn/io/storage.hpp>
+
+#include <boost/json/parse.hpp>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../error_kind.hpp"
+#include "temp_dir.hpp"
+
+using namespace cairn::io;
+
+namespace {
+
+std::string env(char const* name) {
+  auto const* value = std::getenv(name);
+  REQUIRE_MESSAGE(value, name << " is not set: run this test through tests/io/s3_server.sh");
+  return value;
+}
+
+/// The output of a shell command, and its status.
+std::pair<int, std::string> run(std::string const& command) {
+  std::string out;
+  auto* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe);
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+/// Sets the proxy's faults (a JSON object) and zeroes its counters.
+void faults(std::string const& json) {
+  auto [status, out] =
+      run("curl -sS -X POST --data-binary '" + json + "' " + env("CAIRN_TEST_S3_PROXY") + "/__proxy/faults");
+  REQUIRE_MESSAGE(status == 0, out);
+}
+
+boost::json::object proxy_stats() {
+  auto [status, out] = run("curl -sS " + env("CAIRN_TEST_S3_PROXY") + "/__proxy/stats");
+  REQUIRE(status == 0);
+  return boost::json::parse(out).as_object();
+}
+
+std::int64_t requests(boost::json::object const& stats, char const* operation) {
+  auto const* n = stats.at("requests").as_object().if_contains(operation);
+  return n ? n->as_int64() : 0;
+}
+
+s3_settings settings(std::uint64_t part_size = 5 << 20, int in_flight = 3, double retry = 20) {
+  auto out = s3_settings::from_environment();
+  out.part_size = part_size;
+  out.parts_in_flight = in_flight;
+  out.retry_seconds = retry;
+  out.request_timeout = 5;
+  return out;
+}
+
+std::shared_ptr<storage_backend> backend(s3_settings s = settings()) {
+  return make_s3_backend(env("CAIRN_TEST_S3_BUCKET"), std::move(s));
+}
+
+std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
+  std::vector<std::byte> out(n);
+  std::mt19937 random(seed);
+  for (auto& b : out) b = static_cast<std::byte>(random());
+  return out;
+}
+
+std::span<std::byte const> bytes_of(std::string const& text) { return std::as_bytes(std::span(text)); }
+
+/// A key of its own for each test case, so that cases never see each other's objects.
+std::string fresh(std::string const& name) {
+  static int counter = 0;
+  return "case-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "/" + name;
+}
+
+} // namespace
+
+TEST_CASE("objects are written, sized, read in ranges, listed and removed") {
+  faults("{}");
+  auto s3 = backend();
+  auto dir = fresh("dir");
+  std::string text = "the quick brown fox";
+  s3->write(dir + "/a b/x+y é.txt", bytes_of(text)); // a key that must be percent-encoded
+  s3->write(dir + "/top.json", bytes_of(text));
+  CHECK(s3->size(dir + "/a b/x+y é.txt") == text.size());
+  CHECK_FALSE(s3->size(dir + "/missing").has_value());
+
+  std::vector<std::byte> part(5);
+  s3->read(dir + "/a b/x+y é.txt", 4, part);
+  CHECK(std::string(reinterpret_cast<char const*>(part.data()), part.size()) == "quick");
+  CHECK(s3->read_all(dir + "/top.json", 1000) == text);
+  CHECK_THROWS_WITH_AS(s3->read_all(dir + "/top.json", 5), doctest::Contains("larger than 5 bytes"), io_error);
+  CHECK_THROWS_WITH_AS(s3->read_all(dir + "/missing", 5), doctest::Contains("no such object"), io_error);
+  std::vector<std::byte> past(10);
+  CHECK_THROWS_AS(s3->read(dir + "/top.json", 15, past), io_error);
+
+  auto listed = s3->list(dir);
+  REQUIRE(listed.size() == 2);
+  CHECK(listed[0].name == "a b");
+  CHECK(listed[0].directory);
+  CHECK(listed[1].name == "top.json");
+  CHECK(listed[1].size == text.size());
+  CHECK_FALSE(listed[1].directory);
+  CHECK(s3->list(dir + "/a b").at(0).name == "x+y é.txt");
+  CHECK(s3->list(fresh("nothing")).empty());
+
+  s3->remove(dir + "/top.json");
+  s3->remove(dir + "/top.json"); // nothing there is not an error
+  CHECK_FALSE(s3->size(dir + "/top.json").has_value());
+  s3->remove_tree(dir);
+  CHECK(s3->list(dir).empty());
+  CHECK(proxy_stats().at("bad_signatures").as_int64() == 0);
+}
+
+TEST_CASE("a listing of more than one page is read whole") {
+  faults(R"({"page_size": 7})");
+  auto s3 = backend();
+  auto dir = fresh("many");
+  std::string empty;
+  for (int i = 0; i < 20; ++i) s3->write(dir + "/k" + std::to_string(i), bytes_of(empty));
+  for (int i = 0; i < 4; ++i) s3->write(dir + "/sub" + std::to_string(i) + "/x", bytes_of(empty));
+  auto listed = s3->list(dir);
+  CHECK(listed.size() == 24);
+  CHECK(std::count_if(listed.begin(), listed.end(), [](auto const& e) { return e.directory; }) == 4);
+  CHECK(requests(proxy_stats(), "LIST") == 4); // 24 entries, 7 a page
+  s3->remove_tree(dir);
+  CHECK(s3->list(dir).empty());
+}
+
+TEST_CASE("a large object is a multipart upload with parts in flight at once, read back bitwise in ranges") {
+  faults("{}");
+  auto s3 = backend(settings(5 << 20, 3));
+  auto key = fresh("big.bin");
+  auto data = pattern((23 << 20) + 17, 1); // 4 full parts of 5 MiB and a short last one
+  {
+    auto writer = s3->open_writer(key);
+    // Fed in pieces that do not align with the parts.
+    for (std::size_t at = 0; at < data.size(); at += 3'000'001)
+      writer->write(std::span(data).subspan(at, std::min<std::size_t>(3'000'001, data.size() - at)));
+    CHECK(writer->size() == data.size());
+    CHECK_FALSE(s3->size(key).has_value()); // nothing visible before the commit
+    writer->commit();
+  }
+  auto stats = proxy_stats();
+  CHECK(requests(stats, "UploadPart") == 5);
+  CHECK(requests(stats, "CompleteMultipartUpload") == 1);
+  CHECK(stats.at("parts_in_flight_max").as_int64() >= 2);
+  CHECK(stats.at("parts_in_flight_max").as_int64() <= 3);
+  CHECK(stats.at("bad_digests").as_int64() == 0);
+  CHECK(stats.at("bad_signatures").as_int64() == 0);
+  CHECK(s3->size(key) == data.size());
+
+  faults("{}");
+  std::vector<std::byte> back(data.size());
+  s3->read(key, 0, back);
+  CHECK(back == data);
+  // A range reads exactly its bytes.
+  faults("{}");
+  std::vector<std::byte> middle(1234567);
+  s3->read(key, 7'000'003, middle);
+  CHECK(std::equal(middle.begin(), middle.end(), data.begin() + 7'000'003));
+  CHECK(proxy_stats().at("ranged_bytes").as_int64() == 1234567);
+  s3->remove(key);
+}
+
+TEST_CASE("an object written and never committed leaves nothing, and its upload is aborted") {
+  faults("{}");
+  auto s3 = backend(settings(5 << 20, 2));
+  auto key = fresh("torn.bin");
+  auto data = pattern(12 << 20, 2);
+  {
+    auto writer = s3->open_writer(key);
+    writer->write(data);
+  }
+  CHECK_FALSE(s3->size(key).has_value());
+  CHECK(s3->list(key.substr(0, key.find('/'))).empty());
+  CHECK(proxy_stats().at("aborted").as_int64() == 1);
+}
+
+TEST_CASE("503 SlowDown on every other request is retried to success") {
+  faults(R"({"fail_every": 2, "fail_status": 503, "fail_code": "SlowDown"})");
+  auto s3 = backend(settings(5 << 20, 2));
+  auto key = fresh("slow.bin");
+  auto data = pattern(11 << 20, 3);
+  {
+    auto writer = s3->open_writer(key);
+    writer->write(data);
+    writer->commit();
+  }
+  std::vector<std::byte> back(data.size());
+  s3->read(key, 0, back);
+  CHECK(back == data);
+  CHECK(s3->list(key.substr(0, key.find('/'))).size() == 1);
+  CHECK(proxy_stats().at("injected").as_int64() >= 3);
+  CHECK(statistics_of(*s3).retries >= 3);
+}
+
+TEST_CASE("a store that keeps failing is an error naming the key, the operation, the status and the code, "
+          "within the retry time") {
+  faults(R"({"fail_every": 1, "fail_status": 503, "fail_code": "SlowDown"})");
+  auto s3 = backend(settings(5 << 20, 2, 1.5));
+  auto key = fresh("never.json");
+  std::string text = "{}";
+  auto start = std::chrono::steady_clock::now();
+  try {
+    s3->write(key, bytes_of(text));
+    FAIL("the write succeeded");
+  } catch (s3_error const& e) {
+    std::string message = e.what();
+    CHECK(message.find("s3://" + env("CAIRN_TEST_S3_BUCKET") + "/" + key) != std::string::npos);
+    CHECK(message.find("PUT failed: HTTP 503 SlowDown") != std::string::npos);
+    CHECK(message.find("attempts") != std::string::npos);
+    CHECK(e.status() == 503);
+    CHECK(e.code() == "SlowDown");
+    CHECK(e.operation() == "PUT");
+    CHECK(e.kind() == cairn::io_errc::storage);
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  // A listing that fails is an error, never "nothing there": a resume must not start afresh.
+  CHECK_THROWS_WITH_AS((void)s3->list(key), doctest::Contains("LIST failed: HTTP 503"), s3_error);
+  CHECK_THROWS_AS((void)s3->size(key), s3_error);
+  faults("{}");
+}
+
+TEST_CASE("a connection reset in the middle of a part is retried, and the object is whole") {
+  faults(R"({"reset_after": 1000000, "reset_count": 2})");
+  auto s3 = backend(settings(5 << 20, 2));
+  auto key = fresh("reset.bin");
+  auto data = pattern(16 << 20, 4);
+  {
+    auto writer = s3->open_writer(key);
+    writer->write(data);
+    writer->commit();
+  }
+  CHECK(proxy_stats().at("resets").as_int64() == 2);
+  std::vector<std::byte> back(data.size());
+  s3->read(key, 0, back);
+  CHECK(back == data);
+}
+
+TEST_CASE("a part altered on the way is refused by its Content-MD5 and sent again") {
+  faults(R"({"corrupt_count": 1})");
+  auto s3 = backend(settings(5 << 20, 2));
+  auto key = fresh("digest.bin");
+  auto data = pattern(10 << 20, 5);
+  {
+    auto writer = s3->open_writer(key);
+    writer->write(data);
+    writer->commit();
+  }
+  auto stats = proxy_stats();
+  CHECK(stats.at("corrupted").as_int64() == 1);
+  CHECK(stats.at("bad_digests").as_int64() == 1);
+  std::vector<std::byte> back(data.size());
+  s3->read(key, 0, back);
+  CHECK(back == data);
+}
+
+TEST_CASE("a wrong secret is refused by the signature check, and never printed") {
+  faults("{}");
+  auto s = settings();
+  s.secret_access_key = "not-the-secret-4f1c";
+  s.retry_seconds = 0;
+  auto s3 = backend(s);
+  try {
+    (void)s3->read_all(fresh("x"), 100);
+    FAIL("a request with a wrong signature was accepted");
+  } catch (s3_error const& e) {
+    std::string message = e.what();
+    CHECK(e.status() == 403);
+    CHECK(e.code() == "SignatureDoesNotMatch");
+    CHECK(message.find("not-the-secret-4f1c") == std::string::npos);
+    CHECK(message.find("credentials from AWS_ACCESS_KEY_ID") != std::string::npos);
+  }
+  CHECK(proxy_stats().at("bad_signatures").as_int64() == 1);
+}
+
+TEST_CASE("an exclusive create is won by one writer only") {
+  std::string first = "first", second = "second";
+  SUBCASE("through If-None-Match where the store honours it") {
+    faults(R"({"conditional": true})");
+    auto s = settings();
+    s.conditional_create = true;
+    auto s3 = backend(s);
+    auto key = fresh("lock");
+    CHECK(s3->create_exclusive(key, bytes_of(first)));
+    CHECK_FALSE(s3->create_exclusive(key, bytes_of(second)));
+    CHECK(s3->read_all(key, 100) == "first");
+  }
+  SUBCASE("looked for, written and read back where it does not (s3rver ignores If-None-Match)") {
+    faults("{}");
+    auto s3 = backend();
+    REQUIRE_FALSE(s3->guarantees().conditional_create);
+    auto key = fresh("lock");
+    CHECK(s3->create_exclusive(key, bytes_of(first)));
+    CHECK_FALSE(s3->create_exclusive(key, bytes_of(second)));
+    CHECK(s3->read_all(key, 100) == "first");
+  }
+}
+
+TEST_CASE("the AWS command-line tool reads what cairn wrote, and cairn reads what it wrote") {
+  if (run("test -x /usr/bin/aws").first != 0) {
+    MESSAGE("skipped: no /usr/bin/aws (scripts/install-deps.sh installs awscli)");
+    return;
+  }
+  faults("{}");
+  temp_dir dir;
+  auto s3 = backend();
+  auto key = fresh("shared.bin");
+  auto data = pattern((13 << 20) + 5, 6);
+  {
+    auto writer = s3->open_writer(key);
+    writer->write(data);
+    writer->commit();
+  }
+  auto url = "s3://" + env("CAIRN_TEST_S3_BUCKET") + "/" + key;
+  auto aws = "AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null /usr/bin/aws --endpoint-url " +
+             env("AWS_ENDPOINT_URL") + " s3 ";
+  auto [status, out] = run(aws + "cp '" + url + "' '" + (dir / "down.bin").string() + "' 2>&1");
+  REQUIRE_MESSAGE(status == 0, out);
+  mapped_file down(dir / "down.bin");
+  CHECK(std::equal(down.bytes().begin(), down.bytes().end(), data.begin(), data.end()));
+
+  // awscli's own multipart upload (8 MiB parts), read by cairn.
+  auto [up_status, up_out] = run(aws + "cp '" + (dir / "down.bin").string() + "' '" + url + ".copy' 2>&1");
+  REQUIRE_MESSAGE(up_status == 0, up_out);
+  std::vector<std::byte> back(data.size());
+  s3->read(key + ".copy", 0, back);
+  CHECK(back == data);
+  CHECK(proxy_stats().at("bad_signatures").as_int64() == 0); // the proxy's check agrees with awscli's signing
+}
+
+TEST_CASE("check-storage reports what the store guarantees") {
+  faults("{}");
+  auto report = check_storage("s3://" + env("CAIRN_TEST_S3_BUCKET") + "/" + fresh("check"));
+  auto text = to_string(report);
+  INFO(text);
+  auto holds = [&](std::string const& name) {
+    for (auto const& c : report.checks)
+      if (c.name == name) return c.holds;
+    FAIL("no check named " << name);
+    return false;
+  };
+  CHECK(holds("write and read back"));
+  CHECK(holds("ranged read"));
+  CHECK(holds("list after write"));
+  CHECK(holds("multipart upload"));
+  CHECK(holds("delete"));
+  CHECK_FALSE(holds("conditional create")); // s3rver overwrites under If-None-Match: *
+  CHECK(text.find("If-None-Match") != std::string::npos);
+}
