@@ -78,17 +78,22 @@ grep -q "input.path: $store/checkpoints/12: convert reads and writes local direc
   { cat "$dir/convert.log"; fail "convert's refusal does not name input.path"; }
 [ ! -e "$dir/s3:" ] && [ ! -e "$dir/converted" ] || fail "convert of an s3:// path made local files"
 
+# shellcheck source=wait_for.sh
+. "$here/wait_for.sh"
+still_running() { kill -0 $launcher 2>/dev/null; }
+give_up() {
+  kill -9 $launcher 2>/dev/null
+  cat "$log"
+  fail "$1"
+}
+
 # SIGTERM: a preemption checkpoint in the store past the resume.
 # shellcheck disable=SC2086
 "$tool" launch -n 2 -- "$train" run.experiment_dir="$store" training.train_iters=1000000 $common \
   training.checkpoint.interval=1000 >"$dir/term.log" 2>&1 &
 launcher=$!
-tries=0
-until grep -q "iteration 15/" "$dir/term.log"; do
-  tries=$((tries + 1))
-  [ $tries -lt 600 ] && kill -0 $launcher 2>/dev/null || { kill -9 $launcher 2>/dev/null; cat "$dir/term.log"; fail "the job does not train"; }
-  sleep 0.1
-done
+log="$dir/term.log"
+wait_for "the job does not train" grep -q "iteration 15/" "$log"
 kill -TERM $launcher
 wait $launcher
 stopped=$(sed -n 's/^.*stopped by a signal after iteration \([0-9]*\)$/\1/p' "$dir/term.log")
@@ -101,14 +106,15 @@ aws s3 ls "$store/checkpoints/$stopped/complete.json" >/dev/null 2>&1 ||
 "$tool" launch -n 2 -- "$train" run.experiment_dir="$store" training.train_iters=1000000 $common \
   training.checkpoint.interval=1 >"$dir/killed.log" 2>&1 &
 launcher=$!
-tries=0
-until grep -q "iteration $((stopped + 3))/" "$dir/killed.log"; do
-  tries=$((tries + 1))
-  [ $tries -lt 600 ] && kill -0 $launcher 2>/dev/null || { kill -9 $launcher 2>/dev/null; cat "$dir/killed.log"; fail "the job does not train"; }
-  sleep 0.05
-done
-for pid in $(cat "/proc/$launcher/task/$launcher/children" 2>/dev/null) $launcher; do kill -9 "$pid" 2>/dev/null; done
+log="$dir/killed.log"
+wait_for "the job does not train" grep -q "iteration $((stopped + 3))/" "$log"
+ranks=$(cat "/proc/$launcher/task/$launcher/children" 2>/dev/null)
+for pid in $ranks $launcher; do kill -9 "$pid" 2>/dev/null; done
 wait $launcher 2>/dev/null
+# Gone for good (reaped), as a scheduler restarts a job only once its processes are.
+gone() { for pid in $ranks; do ! kill -0 "$pid" 2>/dev/null || return 1; done; }
+still_running() { true; }
+wait_for "the killed ranks did not end" gone
 # shellcheck disable=SC2086
 "$tool" launch -n 2 -- "$train" run.experiment_dir="$store" training.train_iters=1 training.checkpoint.interval=4 $common \
   >"$dir/after-kill.log" 2>&1

@@ -28,33 +28,31 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+# started PID LOG WHAT SED: the first value SED takes from LOG once the process PID writes it;
+# exits naming WHAT and showing LOG when PID ends or 30 s pass first.
+started() {
+  tries=0
+  until value=$(sed -n "$4" "$2") && [ -n "$value" ]; do
+    tries=$((tries + 1))
+    if [ $tries -gt 300 ] || ! kill -0 "$1" 2>/dev/null; then
+      echo "$3 did not start:" >&2
+      cat "$2" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  echo "$value"
+}
+
 bucket=cairn-test
 mkdir "$work/data"
 "$s3rver" -d "$work/data" -a 127.0.0.1 -p 0 --configure-bucket "$bucket" >"$work/server.log" 2>&1 &
 server_pid=$!
-tries=0
-until port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/server.log") && [ -n "$port" ]; do
-  tries=$((tries + 1))
-  if [ $tries -gt 300 ] || ! kill -0 "$server_pid" 2>/dev/null; then
-    echo "s3rver did not start:"
-    cat "$work/server.log"
-    exit 1
-  fi
-  sleep 0.1
-done
+port=$(started "$server_pid" "$work/server.log" s3rver 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p')
 
 python3 "$here/s3_proxy.py" 0 "$port" S3RVER S3RVER >"$work/proxy.log" 2>&1 &
 proxy_pid=$!
-tries=0
-until proxy_port=$(sed -n 's/^ready \([0-9]*\)$/\1/p' "$work/proxy.log") && [ -n "$proxy_port" ]; do
-  tries=$((tries + 1))
-  if [ $tries -gt 300 ] || ! kill -0 "$proxy_pid" 2>/dev/null; then
-    echo "the test proxy did not start:"
-    cat "$work/proxy.log"
-    exit 1
-  fi
-  sleep 0.1
-done
+proxy_port=$(started "$proxy_pid" "$work/proxy.log" "the test proxy" 's/^ready \([0-9]*\)$/\1/p')
 
 export AWS_ENDPOINT_URL="http://127.0.0.1:$proxy_port"
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
