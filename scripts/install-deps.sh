@@ -9,7 +9,7 @@ set -euo pipefail
 # libFuzzer target; python3-torch for the independent reference of transformers' Llama family
 # that cairn-llama's logits are checked against, and whose torchrun launches the example trainer in
 # the launcher tests; slurm-wlm and munge for the one-node SLURM cluster the scheduler test starts;
-# libcurl and OpenSSL's libcrypto for s3:// paths (HTTP, Signature V4, Content-MD5); nodejs and npm
+# libcurl and OpenSSL's libcrypto for s3:// paths (HTTP, Signature V4, Content-MD5); nodejs and npm (below)
 # for the S3-compatible server the S3 tests start (s3rver, from the npm registry), and awscli, the
 # client independent of cairn that reads what it wrote.
 packages=(
@@ -23,7 +23,7 @@ packages=(
   python3-torch
   slurm-wlm munge
   curl libcurl4-openssl-dev libssl-dev
-  nodejs npm awscli
+  awscli
 )
 
 missing=()
@@ -35,6 +35,15 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Node.js and npm for the S3 tests' server: Debian's, unless the machine has them already (a
+# nodejs of another origin carries its own npm, which Debian's npm package conflicts with).
+if ! command -v npm >/dev/null; then
+  echo "installing: nodejs npm"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 
 # The S3-compatible server of the S3 tests, pinned; tests/io/s3_server.sh finds it here.
