@@ -6,9 +6,8 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fcntl.h>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,9 +111,16 @@ bool running(std::vector<std::string> const& argv) {
   std::string wanted;
   for (auto const& a : argv) wanted += a + '\0';
   for (auto const& entry : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), {});
-    if (text == wanted) return true;
+    // A process may end between the listing and the read: its cmdline then fails with ESRCH,
+    // which reads as "not running" here (std::ifstream would throw from underflow).
+    int fd = ::open((entry.path() / "cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::string text;
+    std::array<char, 4096> chunk{};
+    ssize_t got = 0;
+    while ((got = ::read(fd, chunk.data(), chunk.size())) > 0) text.append(chunk.data(), static_cast<std::size_t>(got));
+    ::close(fd);
+    if (got == 0 && text == wanted) return true;
   }
   return false;
 }
