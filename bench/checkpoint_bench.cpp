@@ -4,6 +4,8 @@
 //   state_dict save / load against libtorch's own torch::save / torch::load of the same tensors.
 //
 //     build/bin/cairn-bench-checkpoint [GiB, default 2] [directory, default the temp directory]
+#include "model_state.hpp"
+
 #include <cairn/checkpoint.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/io/file.hpp>
@@ -44,26 +46,6 @@ template <class B, class C> double ratio_in_turns(bool baseline_first, B&& basel
   return baseline() / c;
 }
 
-cairn::model_state make_state(std::size_t bytes, bool flat_layout) {
-  cairn::model_state state;
-  // Parameters of 256 MiB down to 1 MiB, like the layers of a model.
-  std::int64_t const sizes[] = {64 << 20, 16 << 20, 4 << 20, 1 << 20, 256 << 10};
-  std::size_t total = 0;
-  for (int i = 0; total < bytes; ++i) {
-    // Whole rows of 256; the remainder of less than a row is left out (it would never be added).
-    auto numel = std::min<std::int64_t>(sizes[i % 5], static_cast<std::int64_t>((bytes - total) / 4)) / 256 * 256;
-    if (numel == 0) break;
-    cairn::parameter_state p;
-    std::vector<std::uint64_t> shape{static_cast<std::uint64_t>(numel / 256), 256};
-    p.layout = {"layer" + std::to_string(i) + ".weight", shape, cairn::io::dtype::F32, false,
-                cairn::shard_layout::whole(shape)};
-    if (flat_layout) p.layout.shard.flat = cairn::flat_range{0, p.layout.shard.box_numel()};
-    p.shards.push_back(at::rand({numel}));
-    total += static_cast<std::size_t>(p.shards.back().nbytes());
-    state.parameters.push_back(std::move(p));
-  }
-  return state;
-}
 
 } // namespace
 
@@ -74,9 +56,9 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   auto bytes = static_cast<std::size_t>(gib * double(1u << 30));
   cairn::comm::single_process comm;
-  auto state = make_state(bytes, false);
-  auto target = make_state(bytes, false);
-  auto resharded = make_state(bytes, true); // another layout of the same elements: the overlap path
+  auto state = bench::make_state(bytes, false);
+  auto target = bench::make_state(bytes, false);
+  auto resharded = bench::make_state(bytes, true); // another layout of the same elements: the overlap path
   std::vector<at::Tensor> tensors;
   for (auto const& p : state.parameters) tensors.push_back(p.shards[0]);
 

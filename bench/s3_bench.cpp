@@ -7,6 +7,8 @@
 // down is to a local file (page cache), cairn's load into the model's tensors.
 //
 //     build/bin/cairn-bench-s3 s3://bucket/prefix [GiB, default 1] [rounds, default 3]
+#include "model_state.hpp"
+
 #include <cairn/checkpoint.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/io/backend.hpp>
@@ -30,23 +32,6 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
-cairn::model_state make_state(std::size_t bytes) {
-  cairn::model_state state;
-  std::int64_t const sizes[] = {64 << 20, 16 << 20, 4 << 20, 1 << 20, 256 << 10};
-  std::size_t total = 0;
-  for (int i = 0; total < bytes; ++i) {
-    auto numel = std::min<std::int64_t>(sizes[i % 5], static_cast<std::int64_t>((bytes - total) / 4)) / 256 * 256;
-    if (numel == 0) break;
-    cairn::parameter_state p;
-    std::vector<std::uint64_t> shape{static_cast<std::uint64_t>(numel / 256), 256};
-    p.layout = {"layer" + std::to_string(i) + ".weight", shape, cairn::io::dtype::F32, false,
-                cairn::shard_layout::whole(shape)};
-    p.shards.push_back(at::rand({numel}));
-    total += static_cast<std::size_t>(p.shards.back().nbytes());
-    state.parameters.push_back(std::move(p));
-  }
-  return state;
-}
 
 double run(std::string const& command) {
   auto t0 = clock_type::now();
@@ -70,8 +55,8 @@ int main(int argc, char** argv) {
   auto bytes = static_cast<std::size_t>(gib * double(1u << 30));
   auto settings = cairn::io::s3_settings::from_environment();
   cairn::comm::single_process comm;
-  auto state = make_state(bytes);
-  auto target = make_state(bytes);
+  auto state = bench::make_state(bytes);
+  auto target = bench::make_state(bytes);
 
   auto local = std::filesystem::temp_directory_path() / ("cairn-bench-s3-" + std::to_string(::getpid()));
   std::filesystem::create_directories(local);

@@ -4,6 +4,7 @@
 #include <cairn/io/file.hpp>
 #include <cairn/io/s3.hpp>
 #include <cairn/io/storage.hpp>
+#include <cairn/training/lock.hpp>
 
 #include <boost/json/parse.hpp>
 #include <doctest/doctest.h>
@@ -12,8 +13,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include "../error_kind.hpp"
@@ -269,6 +273,37 @@ TEST_CASE("a part altered on the way is refused by its Content-MD5 and sent agai
   CHECK(back == data);
 }
 
+TEST_CASE("a request done by the store whose answer was lost is not reported as failed when sent again") {
+  SUBCASE("a multipart completion: the object is whole, and a writer's object is what it wrote") {
+    faults(R"({"lose_match": "CompleteMultipartUpload", "lose_count": 1})");
+    auto s3 = backend(settings(5 << 20, 2));
+    auto key = fresh("lost-answer.bin");
+    auto data = pattern((12 << 20) + 5, 7);
+    auto writer = s3->open_writer(key);
+    writer->write(data);
+    writer->commit();
+    auto stats = proxy_stats();
+    CHECK(stats.at("lost").as_int64() == 1);
+    CHECK(requests(stats, "CompleteMultipartUpload") == 2);
+    std::vector<std::byte> back(data.size());
+    s3->read(key, 0, back);
+    CHECK(back == data);
+  }
+  SUBCASE("an exclusive create through If-None-Match: won by the writer whose bytes are there, not lost to itself") {
+    faults(R"({"conditional": true, "lose_match": "PUT", "lose_count": 1})");
+    auto s = settings();
+    s.conditional_create = true;
+    auto s3 = backend(s);
+    auto key = fresh("lock");
+    std::string mine = "mine 81726354", theirs = "theirs 18273645";
+    CHECK(s3->create_exclusive(key, bytes_of(mine)));
+    CHECK(proxy_stats().at("lost").as_int64() == 1);
+    CHECK_FALSE(s3->create_exclusive(key, bytes_of(theirs)));
+    CHECK(s3->read_all(key, 100) == mine);
+  }
+  faults("{}");
+}
+
 TEST_CASE("a wrong secret is refused by the signature check, and never printed") {
   faults("{}");
   auto s = settings();
@@ -308,6 +343,68 @@ TEST_CASE("an exclusive create is won by one writer only") {
     CHECK(s3->create_exclusive(key, bytes_of(first)));
     CHECK_FALSE(s3->create_exclusive(key, bytes_of(second)));
     CHECK(s3->read_all(key, 100) == "first");
+  }
+}
+
+TEST_CASE("the one-writer lock on an object store is a lease: held, refused, released, taken over from the dead") {
+  faults("{}");
+  std::string dir = "s3://" + env("CAIRN_TEST_S3_BUCKET") + "/" + fresh("experiment");
+  auto s3 = backend();
+  auto lease = dir.substr(dir.find('/', 5) + 1) + "/.cairn.lock";
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  // A lease as another run records it.
+  auto record = [&](std::string const& on, long pid, long refreshed) {
+    auto text = "host " + on + ", pid " + std::to_string(pid) + ", since unix time 1, refreshed unix time " +
+                std::to_string(refreshed) + ", lease 1234\n";
+    s3->write(lease, bytes_of(text));
+  };
+  auto now = static_cast<long>(std::time(nullptr));
+
+  SUBCASE("a second run is refused while the first holds it; the first's release frees it") {
+    {
+      cairn::experiment_lock first(dir);
+      CHECK(s3->read_all(lease, 4096).find("pid " + std::to_string(::getpid()) + ",") != std::string::npos);
+      CHECK_THROWS_WITH_AS(cairn::experiment_lock{dir}, doctest::Contains("in use by another run (host "),
+                           cairn::training_error);
+      first.check();
+    }
+    CHECK_FALSE(s3->size(lease));
+    cairn::experiment_lock again(dir);
+    again.check();
+  }
+  SUBCASE("a lease renewed now by a live process elsewhere is refused") {
+    record("another-host", ::getpid(), now);
+    CHECK_THROWS_WITH_AS(cairn::experiment_lock{dir}, doctest::Contains("another-host"), cairn::training_error);
+    CHECK(s3->read_all(lease, 4096).find("lease 1234") != std::string::npos); // left as it was
+  }
+  SUBCASE("a lease not renewed for longer than its expiry is taken over") {
+    record("another-host", 1, now - cairn::experiment_lock::lease_expiry - 5);
+    cairn::experiment_lock taken(dir);
+    CHECK(s3->read_all(lease, 4096).find("pid " + std::to_string(::getpid()) + ",") != std::string::npos);
+  }
+  SUBCASE("a lease of an ended process of this host is taken over at once, a zombie's too") {
+    for (bool reaped : {true, false}) {
+      CAPTURE(reaped);
+      pid_t child = ::fork();
+      REQUIRE(child >= 0);
+      if (child == 0) ::_exit(0);
+      siginfo_t info{};
+      if (reaped) ::waitpid(child, nullptr, 0);
+      else ::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT); // ended, left a zombie
+      record(host, child, now);
+      {
+        cairn::experiment_lock taken(dir);
+        taken.check();
+      }
+      if (!reaped) ::waitpid(child, nullptr, 0);
+    }
+  }
+  SUBCASE("a holder whose lease another run took over commits nothing more") {
+    cairn::experiment_lock held(dir);
+    record("another-host", 1, now);
+    CHECK_THROWS_WITH_AS(held.check(), doctest::Contains("this run's lock was taken over (host another-host"),
+                         cairn::training_error);
   }
 }
 

@@ -15,7 +15,9 @@ asks it to:
   `reset_after` (bytes of a request body after which its connection is dropped, once per
   `reset_count`), `corrupt_count` (request bodies of that many UploadParts altered before they
   are checked), `page_size` (listings answered in pages of that many entries: s3rver itself
-  fails every listing it would truncate);
+  fails every listing it would truncate), `lose_match` and `lose_count` (that many requests of
+  that operation done by the server, then their connection dropped unanswered: an answer lost
+  on the way back);
 - counters at GET /__proxy/stats: requests by operation, signature and digest failures, the most
   part uploads in flight at once, body bytes answered to ranged GETs.
 
@@ -40,7 +42,7 @@ UPSTREAM = ("127.0.0.1", int(sys.argv[2]))
 lock = threading.Lock()
 faults = {}
 stats = {"requests": {}, "bad_signatures": 0, "bad_digests": 0, "parts_in_flight_max": 0,
-         "ranged_bytes": 0, "aborted": 0, "injected": 0, "resets": 0, "corrupted": 0}
+         "ranged_bytes": 0, "aborted": 0, "injected": 0, "resets": 0, "corrupted": 0, "lost": 0}
 parts_in_flight = 0
 aborted_uploads = set()
 matched = {}
@@ -217,6 +219,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if op == "UploadPart":
                 with lock:
                     parts_in_flight -= 1
+        with lock:
+            lose = faults.get("lose_count", 0) > 0 and op == faults.get("lose_match")
+            if lose:
+                faults["lose_count"] -= 1
+                stats["lost"] += 1
+        if lose:  # done upstream, never answered
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         if self.headers.get("Range") and reply.status == 206:
             with lock:
                 stats["ranged_bytes"] += len(data)

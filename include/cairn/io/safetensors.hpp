@@ -111,6 +111,11 @@ public:
   /// file is open; an io_error when they cannot be read).
   [[nodiscard]] CAIRN_DECL std::span<std::byte const> bytes(tensor_info const& t) const;
 
+  /// Lets go of an object's tensor read by `bytes` (spans it gave are then invalid): a reader
+  /// that goes through a file once (a conversion) holds one tensor at a time, not the file.
+  /// Nothing for a mapped file.
+  CAIRN_DECL void release(tensor_info const& t) const noexcept;
+
   /// Reads `out.size()` bytes of the tensor from `offset` (in bytes) with pread, straight into
   /// `out`: the fastest way to copy a large tensor out whole.
   CAIRN_DECL void read_into(tensor_info const& t, std::uint64_t offset, std::span<std::byte> out) const;

@@ -168,14 +168,44 @@ inline std::string xml_escape(std::string_view text) {
 
 /// The base64 of the MD5 of `bytes`: a Content-MD5 header's value, which the store checks the
 /// body against.
-inline std::string content_md5(std::span<std::byte const> bytes) {
+inline std::string md5_of(std::span<std::byte const> bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   if (EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_md5(), nullptr) != 1)
     throw error(io_errc::storage, "OpenSSL cannot compute MD5 (a FIPS-only libcrypto?)");
+  return {reinterpret_cast<char const*>(digest), length};
+}
+
+inline std::string content_md5(std::span<std::byte const> bytes) {
+  auto digest = md5_of(bytes);
   unsigned char encoded[4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1];
-  int n = EVP_EncodeBlock(encoded, digest, static_cast<int>(length));
+  int n = EVP_EncodeBlock(encoded, reinterpret_cast<unsigned char const*>(digest.data()),
+                          static_cast<int>(digest.size()));
   return {reinterpret_cast<char const*>(encoded), static_cast<std::size_t>(n)};
+}
+
+/// The ETag S3 gives an object completed from parts of ETags `parts` (each the hex MD5 of its
+/// part): the MD5 of their digests, then '-' and their count; empty when one is not an MD5.
+inline std::string multipart_etag(std::vector<std::string> const& parts) {
+  std::string digests;
+  for (auto part : parts) {
+    if (part.size() == 34 && part.front() == '"' && part.back() == '"') part = part.substr(1, 32);
+    if (part.size() != 32) return {};
+    for (std::size_t i = 0; i < 32; i += 2) {
+      char* end = nullptr;
+      auto pair = part.substr(i, 2);
+      auto value = std::strtoul(pair.c_str(), &end, 16);
+      if (end != pair.c_str() + 2) return {};
+      digests += static_cast<char>(value);
+    }
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : md5_of(std::as_bytes(std::span(digests)))) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out + "-" + std::to_string(parts.size());
 }
 
 inline void s3_global_init() {
@@ -200,6 +230,12 @@ struct s3_request {
   std::uint64_t text_limit = std::uint64_t{64} << 20;           // an answer read as text
   std::vector<long> accepted = {200};                           // statuses that are success
   std::vector<long> expected_failures;                          // returned, not thrown
+  // Before a failed request is sent again: whether the store did it anyway (then it is not sent
+  // again, and answers the first accepted status). For requests that cannot be done twice (a
+  // completion, a conditional create), whose answer may have been lost: libcurl itself sends a
+  // request again, unseen, when a reused connection dies before answering, and the second
+  // answer then says the first was done (a completed upload's id is gone).
+  std::function<bool()> done_already;
 };
 
 struct s3_response {
@@ -209,6 +245,7 @@ struct s3_response {
   std::string etag;
   std::optional<std::uint64_t> content_length;
   bool too_large = false;
+  int attempts = 1; // more when earlier ones were retried
 };
 
 class s3_client {
@@ -261,6 +298,7 @@ public:
                       static_cast<unsigned long long>(response.received), request.into.size());
         ok = false;
       }
+      response.attempts = attempt;
       if (ok) return response;
       if (transfer == CURLE_OK && std::find(request.expected_failures.begin(), request.expected_failures.end(),
                                             response.status) != request.expected_failures.end())
@@ -272,6 +310,20 @@ public:
                                         : response.status >= 500 || response.status == 429 || response.status == 408 ||
                                               code == "SlowDown" || code == "RequestTimeout" || code == "BadDigest" ||
                                               code == "InternalError";
+      // A refusal (503 SlowDown, 429, …) did nothing; no answer or an internal error may have.
+      if (retry && request.done_already && (transfer != CURLE_OK || response.status == 500)) {
+        bool done = false;
+        try {
+          done = request.done_already();
+        } catch (std::exception const&) { // not known: sent again
+        }
+        if (done) {
+          s3_response answered;
+          answered.status = request.accepted.front();
+          answered.attempts = attempt;
+          return answered;
+        }
+      }
       double elapsed = std::chrono::duration<double>(clock::now() - start).count();
       double ceiling = std::min(5.0, 0.05 * static_cast<double>(std::uint64_t{1} << std::min(attempt, 16)));
       double wait = std::uniform_real_distribution<double>(0.0, ceiling)(random);
@@ -567,21 +619,40 @@ public:
     }
     if (!buffer_.empty()) send_part(std::move(buffer_));
     wait_for_slot();
+    // Its beginning, to know the object again should the completion's answer be lost.
+    opening_.assign(first_.begin(), first_.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(
+                                                          first_.size(), opening_size)));
     auto first = send(1, std::make_shared<std::vector<std::byte>>(std::move(first_)));
     std::string body = "<CompleteMultipartUpload>";
     auto add = [&](std::uint64_t number, std::string const& etag) {
       body +=
           "<Part><PartNumber>" + std::to_string(number) + "</PartNumber><ETag>" + xml_escape(etag) + "</ETag></Part>";
     };
-    add(1, first.get()); // rethrows a part's failure
-    for (std::size_t i = 0; i < in_flight_.size(); ++i) add(i + 2, in_flight_[i].get());
+    std::vector<std::string> etags{first.get()}; // rethrows a part's failure
+    for (auto& part : in_flight_) etags.push_back(part.get());
     in_flight_.clear();
+    for (std::size_t i = 0; i < etags.size(); ++i) add(i + 1, etags[i]);
     body += "</CompleteMultipartUpload>";
     s3_request request("CompleteMultipartUpload", "POST", key_);
     request.query = {{"uploadId", upload_id_}};
     request.body = std::as_bytes(std::span(body));
-    request.headers.push_back("Content-Type: application/xml");
+    request.headers = {"Content-Type: application/xml", "Content-MD5: " + content_md5(request.body)};
+    request.expected_failures = {404};
+    request.done_already = [&] { return completed_before(etags); };
     auto response = client_->perform(request);
+    if (response.status == 404) {
+      // A completion sent again after its answer was lost (by cairn, or by libcurl unseen): the
+      // first one completed the upload, which the store then no longer knows. It did when the
+      // object is there with this writer's size and the ETag these parts give.
+      if (completed_before(etags)) {
+        committed_ = true;
+        return;
+      }
+      auto code = xml_first(response.text, "Code");
+      throw s3_error(client_->describe(key_), "CompleteMultipartUpload", response.status, code,
+                     "CompleteMultipartUpload failed: HTTP 404 " + code + " (" + xml_first(response.text, "Message") +
+                         ")");
+    }
     // A completion can fail after its 200 has started: the error is then in the body.
     auto code = xml_first(response.text, "Code");
     if (response.text.find("<Error>") != std::string::npos || !code.empty())
@@ -593,6 +664,25 @@ public:
   [[nodiscard]] std::uint64_t size() const noexcept override { return size_; }
 
 private:
+  /// Whether the object is the one these parts make: this writer's size, and the ETag S3 gives
+  /// an object of these parts, or (a store with ETags of its own) this writer's first bytes.
+  bool completed_before(std::vector<std::string> const& etags) {
+    s3_request head("HEAD", "HEAD", key_);
+    head.expected_failures = {404};
+    auto response = client_->perform(head);
+    if (response.status != 200 || response.content_length != size_) return false;
+    auto etag = response.etag;
+    if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
+    if (auto expected = multipart_etag(etags); !expected.empty() && etag == expected) return true;
+    std::vector<std::byte> opening(opening_.size());
+    s3_request get("GET", "GET", key_);
+    get.range = std::pair{std::uint64_t{0}, static_cast<std::uint64_t>(opening.size())};
+    get.into = opening;
+    get.accepted = {206};
+    client_->perform(get);
+    return opening == opening_;
+  }
+
   void start_upload() {
     s3_request request("CreateMultipartUpload", "POST", key_);
     request.query = {{"uploads", ""}};
@@ -665,6 +755,8 @@ private:
   std::uint64_t first_limit_;
   std::string upload_id_;
   std::vector<std::byte> first_;
+  static constexpr std::size_t opening_size = 64 << 10;
+  std::vector<std::byte> opening_; // part 1's first bytes, kept once it is sent
   std::vector<std::byte> buffer_;
   std::vector<std::shared_future<std::string>> in_flight_;
   std::uint64_t parts_started_ = 0;
@@ -748,13 +840,31 @@ public:
     client_->perform(request);
   }
 
+  /// Whether the object `key` holds exactly `bytes` (false when there is none).
+  bool holds(std::string_view key, std::span<std::byte const> bytes) {
+    std::string back;
+    try {
+      back = read_all(key, bytes.size() + 1);
+    } catch (io_error const& e) {
+      if (e.kind() == std::errc::no_such_file_or_directory) return false;
+      throw;
+    }
+    return back.size() == bytes.size() && std::memcmp(back.data(), bytes.data(), bytes.size()) == 0;
+  }
+
   [[nodiscard]] bool create_exclusive(std::string_view key, std::span<std::byte const> bytes) override {
     if (client_->settings().conditional_create) {
       s3_request request("PUT (If-None-Match)", "PUT", std::string(key));
       request.body = bytes;
       request.headers = {"Content-MD5: " + content_md5(bytes), "If-None-Match: *"};
       request.expected_failures = {409, 412};
-      return client_->perform(request).status < 300;
+      request.done_already = [&] { return holds(key, bytes); };
+      auto response = client_->perform(request);
+      if (response.status < 300) return true;
+      // Refused: by another writer's object, or by this one's, from an attempt whose answer was
+      // lost (libcurl sends again unseen on a reused connection). It is this one's when it holds
+      // these bytes (a lease records a random token).
+      return holds(key, bytes);
     }
     // A store that ignores If-None-Match: look, write, and read back. Of two writers, the one
     // whose bytes are not read back loses; two that both look before either writes can both
@@ -762,8 +872,7 @@ public:
     // checks again before each commit (docs/object-storage.md).
     if (size(key)) return false;
     write(key, bytes);
-    auto back = read_all(key, bytes.size() + 1);
-    return back.size() == bytes.size() && std::memcmp(back.data(), bytes.data(), bytes.size()) == 0;
+    return holds(key, bytes);
   }
 
   [[nodiscard]] std::unique_ptr<object_writer> open_writer(std::string_view key, std::uint64_t held) override {

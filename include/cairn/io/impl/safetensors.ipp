@@ -230,6 +230,12 @@ CAIRN_DECL std::span<std::byte const> safetensors_file::bytes(tensor_info const&
   return *held;
 }
 
+CAIRN_DECL void safetensors_file::release(tensor_info const& t) const noexcept {
+  if (file_) return;
+  std::lock_guard lock(fetched_mutex_);
+  fetched_.erase({t.begin, t.end});
+}
+
 CAIRN_DECL void safetensors_file::fetch(std::uint64_t offset, std::span<std::byte> out) const {
   std::lock_guard lock(fetched_mutex_);
   if (read_ahead_ == 0 || out.size() >= read_ahead_) return remote_.backend->read(remote_.key, offset, out);

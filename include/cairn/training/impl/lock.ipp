@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <thread>
@@ -27,13 +29,38 @@
 
 namespace cairn::detail {
 
-/// The thread that rewrites a lease while its holder lives.
+/// The thread that rewrites a lease while its holder lives, and when it last did (a lease not
+/// rewritten for lease_expiry seconds is another run's to take: its holder never rewrites it
+/// again, and commits nothing once half of that has passed).
 struct lease_keeper {
+  using clock = std::chrono::steady_clock;
   std::mutex mutex;
   std::condition_variable wake;
   bool stop = false;
+  clock::time_point renewed = clock::now(); ///< before the write that last succeeded
+  bool lapsed = false;                      ///< not renewed in time, or found taken over
   std::thread thread;
+
+  [[nodiscard]] std::int64_t seconds_since_renewal() const {
+    return std::chrono::duration_cast<std::chrono::seconds>(clock::now() - renewed).count();
+  }
 };
+
+/// Whether process `pid` of this host has ended: gone, or a zombie its parent has not reaped
+/// (it runs nothing and holds no lock).
+inline bool process_ended(std::int64_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::FILE* stat = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!stat) return false;
+  char line[512] = {};
+  auto got = std::fread(line, 1, sizeof line - 1, stat);
+  std::fclose(stat);
+  // "pid (command) state …": the command may hold spaces and parentheses, the last ')' ends it.
+  std::string_view text(line, got);
+  auto close = text.rfind(')');
+  return close != std::string_view::npos && close + 2 < text.size() && text[close + 2] == 'Z';
+}
 
 inline std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -80,19 +107,43 @@ CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
   auto where = io::open_location(path_.string());
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto record = lease_record();
+    auto started = detail::lease_keeper::clock::now();
     if (where.backend->create_exclusive(where.key, std::as_bytes(std::span(record)))) {
       keeper_ = std::make_unique<detail::lease_keeper>();
+      keeper_->renewed = started;
       keeper_->thread = std::thread([this, where] {
         std::unique_lock lock(keeper_->mutex);
         while (!keeper_->wake.wait_for(lock, std::chrono::seconds(lease_refresh), [&] { return keeper_->stop; })) {
+          // A lease that went unrenewed for lease_expiry seconds may be another run's by now:
+          // rewriting it would take it back from that run.
+          if (keeper_->seconds_since_renewal() >= lease_expiry - lease_refresh) {
+            keeper_->lapsed = true;
+            return;
+          }
+          lock.unlock(); // check() reads the keeper meanwhile
+          bool lost = false; // taken over, or renewed too late to be safely rewritten
+          std::optional<detail::lease_keeper::clock::time_point> renewed;
           try {
             auto held = where.backend->read_all(where.key, 4096);
-            if (detail::lease_field(held, "lease ") != token_) return; // taken over: check() says so
-            auto renewed = lease_record();
-            where.backend->write(where.key, std::as_bytes(std::span(renewed)));
+            lock.lock();
+            lost = detail::lease_field(held, "lease ") != token_ ||
+                   keeper_->seconds_since_renewal() >= lease_expiry - lease_refresh; // the read took long
+            lock.unlock();
+            if (!lost) {
+              auto writing = detail::lease_keeper::clock::now();
+              auto renewal = lease_record();
+              where.backend->write(where.key, std::as_bytes(std::span(renewal)));
+              renewed = writing;
+            }
           } catch (std::exception const&) {
-            // The store did not answer this time: the lease lasts lease_expiry seconds.
+            // The store did not answer this time: the next try is in lease_refresh seconds.
           }
+          lock.lock();
+          if (lost) {
+            keeper_->lapsed = true;
+            return;
+          }
+          if (renewed) keeper_->renewed = *renewed;
         }
       });
       return;
@@ -107,15 +158,25 @@ CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
     while (!held.empty() && held.back() == '\n') held.pop_back();
     auto pid = detail::lease_number(held, "pid ");
     auto refreshed = detail::lease_number(held, "refreshed unix time ");
-    bool dead_here = detail::lease_field(held, "host ") == detail::this_host() && pid && *pid > 0 &&
-                     ::kill(static_cast<pid_t>(*pid), 0) != 0 && errno == ESRCH;
+    bool dead_here = detail::lease_field(held, "host ") == detail::this_host() && pid && detail::process_ended(*pid);
     bool expired = !refreshed || detail::unix_now() - *refreshed > lease_expiry;
     if (!dead_here && !expired)
       throw training_error(training_errc::in_use,
                            dir.string() + ": in use by another run (" + held +
                                "); one run at a time may write an experiment directory (its lease ends " +
                                std::to_string(lease_expiry) + " s after its holder stops renewing it)");
-    where.backend->remove(where.key); // its holder is gone: taken over
+    // Its holder is gone: taken over, unless another run took it over since it was read (then
+    // that run's lease is judged afresh).
+    std::string again;
+    try {
+      again = where.backend->read_all(where.key, 4096);
+    } catch (io::io_error const& e) {
+      if (e.kind() == std::errc::no_such_file_or_directory) continue;
+      throw;
+    }
+    while (!again.empty() && again.back() == '\n') again.pop_back();
+    if (again != held) continue;
+    where.backend->remove(where.key);
   }
   throw training_error(training_errc::in_use, dir.string() + ": another run took the lock at the same time");
 }
@@ -139,6 +200,18 @@ CAIRN_DECL experiment_lock::~experiment_lock() {
 
 CAIRN_DECL void experiment_lock::check() const {
   if (!keeper_) return;
+  {
+    // Half the lease's time at least is left for what is committed after this check: another run
+    // takes the lease only once it has gone lease_expiry seconds unrenewed.
+    std::lock_guard lock(keeper_->mutex);
+    if (keeper_->lapsed || keeper_->seconds_since_renewal() > lease_expiry / 2)
+      throw training_error(training_errc::in_use,
+                           path_.string() + ": this run's lease was not renewed for " +
+                               std::to_string(keeper_->seconds_since_renewal()) +
+                               " s (the store did not answer, or another run holds it): nothing more is committed, "
+                               "since another run may take it over after " +
+                               std::to_string(lease_expiry) + " s");
+  }
   auto where = io::open_location(path_.string());
   std::string held;
   try {
