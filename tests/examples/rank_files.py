@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Rank files of cairn's distributed checkpoints, read with the Python standard library alone.
 
-    rank_files.py same DIR_A DIR_B   every rank file holds the same tensors (bytes) and the same
-                                     header metadata, items included, but the save's random
+    rank_files.py same DIR_A DIR_B   every rank file (every safetensors file, for a directory
+                                     without rank files) holds the same tensors (bytes) and the
+                                     same header metadata, items included, but the save's random
                                      identity (cairn.save_id); exit 1 naming what differs
     rank_files.py strip-items DIR [RANK]
                                      makes DIR what a cairn without items saved: no item in the
@@ -25,9 +26,10 @@ def read(path):
 
 
 def same(a, b):
-    names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(a, "rank_*.safetensors")))
-    if not names or names != sorted(os.path.basename(p) for p in glob.glob(os.path.join(b, "rank_*.safetensors"))):
-        print("other rank files: %s" % names)
+    pattern = "rank_*.safetensors" if glob.glob(os.path.join(a, "rank_*.safetensors")) else "*.safetensors"
+    names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(a, pattern)))
+    if not names or names != sorted(os.path.basename(p) for p in glob.glob(os.path.join(b, pattern))):
+        print("other files: %s" % names)
         return 1
     problems = []
     for name in names:
@@ -39,8 +41,8 @@ def same(a, b):
         for key in sorted(set(ma) | set(mb)):
             if ma.get(key) != mb.get(key):
                 problems.append(name + ": " + key + " differs")
-    items = sum(1 for name in names for key in read(os.path.join(a, name))[0]["__metadata__"] if key.startswith("cairn.item:"))
-    print("%d rank files, %d items: %s" % (len(names), items, "; ".join(problems) or "the same"))
+    items = sum(1 for name in names for key in read(os.path.join(a, name))[0].get("__metadata__", {}) if key.startswith("cairn.item:"))
+    print("%d files, %d items: %s" % (len(names), items, "; ".join(problems) or "the same"))
     return 1 if problems else 0
 
 

@@ -3,8 +3,8 @@
 # tests/io/s3_server.sh starts (run through it): a 2-rank job trains with checkpoints and an
 # export, resumes from the store with the losses of an uninterrupted local run, is stopped by
 # SIGTERM with a preemption checkpoint; the AWS command-line tool, independent of cairn, lists and
-# downloads what it wrote, and the downloaded saves verify; a save torn by a kill -9 is never
-# resumed from. Exit status 0 when every step did what it should.
+# downloads what it wrote, and the downloaded saves verify; cairn convert from the store and back
+# is bitwise; a save torn by a kill -9 is never resumed from. Exit status 0 when every step did what it should.
 #
 #     s3_server.sh s3_train.sh TOOL TRAIN WORK_DIR
 set -u
@@ -70,13 +70,45 @@ aws s3 cp --recursive "$store/export/8" "$dir/dl/export/8" >/dev/null 2>&1 || fa
 grep -q "resumed from $dir/down/checkpoints/12 at iteration 12" "$dir/local-resume.log" ||
   { cat "$dir/local-resume.log"; fail "not resumed from the downloaded checkpoint"; }
 
-# convert is for local directories: an s3:// path is refused naming it, and nothing is made here.
-(cd "$dir" && "$tool" convert input.path="$store/checkpoints/12" input.format=distributed \
-  output.path="$dir/converted" output.format=state_dict) >"$dir/convert.log" 2>&1 &&
-  fail "convert of an s3:// checkpoint did not refuse it"
-grep -q "input.path: $store/checkpoints/12: convert reads and writes local directories only" "$dir/convert.log" ||
-  { cat "$dir/convert.log"; fail "convert's refusal does not name input.path"; }
-[ ! -e "$dir/s3:" ] && [ ! -e "$dir/converted" ] || fail "convert of an s3:// path made local files"
+# convert from the store to a local directory and back: bitwise what the conversions of
+# awscli's download give (the files' tensors and headers, but each conversion's fresh identity).
+convert() {
+  "$tool" convert "$@" >"$dir/convert.log" 2>&1 || { cat "$dir/convert.log"; fail "cairn convert $*: failed"; }
+}
+refused() { # KEY ARGS...: convert refuses, naming KEY
+  key=$1
+  shift
+  "$tool" convert "$@" >"$dir/convert.log" 2>&1 && fail "cairn convert $* was not refused"
+  grep -q "$key" "$dir/convert.log" || { cat "$dir/convert.log"; fail "cairn convert $*: the refusal does not name $key"; }
+}
+(cd "$dir" && convert input.path="$store/checkpoints/12" input.format=distributed output.path="$dir/sd-s3" \
+  output.format=state_dict)
+[ ! -e "$dir/s3:" ] || fail "convert of an s3:// path made a local s3: tree"
+convert input.path="$dir/down/checkpoints/12" input.format=distributed output.path="$dir/sd-down" output.format=state_dict
+python3 "$here/rank_files.py" same "$dir/sd-s3" "$dir/sd-down" >"$dir/same.log" ||
+  { cat "$dir/same.log"; fail "convert from s3:// differs from a conversion of the download"; }
+convert input.path="$dir/sd-s3" input.format=state_dict output.path="$store/converted" output.format=distributed
+convert input.path="$dir/sd-s3" input.format=state_dict output.path="$dir/back-local" output.format=distributed
+aws s3 cp --recursive "$store/converted" "$dir/back-s3" >/dev/null 2>&1 || fail "awscli cannot download the conversion"
+python3 "$here/rank_files.py" same "$dir/back-s3" "$dir/back-local" >"$dir/same.log" ||
+  { cat "$dir/same.log"; fail "convert to s3:// differs from the same conversion to a local directory"; }
+"$tool" verify "$store/converted" >"$dir/verify-converted.log" 2>&1 ||
+  { cat "$dir/verify-converted.log"; fail "the conversion in the store does not verify"; }
+# An earlier conversion is replaced only when asked; a save of the experiment, or a prefix in
+# the input, never is.
+refused output.path input.path="$dir/sd-s3" input.format=state_dict output.path="$store/converted" \
+  output.format=state_dict
+convert input.path="$dir/sd-s3" input.format=state_dict output.path="$store/converted" output.format=state_dict \
+  replace=true
+aws s3 ls "$store/converted/" >"$dir/ls-converted" 2>&1
+grep -q "rank_0.safetensors\|metadata.json" "$dir/ls-converted" &&
+  { cat "$dir/ls-converted"; fail "replace=true left the earlier conversion's files"; }
+"$tool" verify "$store/converted" >/dev/null 2>&1 || fail "the replacing conversion does not verify"
+refused output.path input.path="$dir/sd-s3" input.format=state_dict output.path="$store/checkpoints/12" \
+  output.format=distributed replace=true
+refused output.path input.path="$store/checkpoints/12" input.format=distributed \
+  output.path="$store/checkpoints/12/inner" output.format=state_dict
+"$tool" verify "$store/checkpoints/12" >/dev/null 2>&1 || fail "a refused conversion touched checkpoint 12"
 
 # shellcheck source=wait_for.sh
 . "$here/wait_for.sh"

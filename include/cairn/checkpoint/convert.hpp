@@ -53,6 +53,9 @@ constexpr auto cairn_fields(convert_config const*) {
 /// The output directory of a conversion: written under a staging name beside it
 /// (`.<name>.partial-<id>`) and renamed into place once whole, so that no reader ever sees half a
 /// conversion, a failed one leaves nothing, and two conversions into one path never mix files.
+/// On an object store (no rename) it is written in place, its metadata or index last: a reader
+/// finds no checkpoint until then, a failed one is removed, and replace=true removes the earlier
+/// conversion before writing (two conversions into one prefix at once are not told apart).
 class staged_output {
 public:
   /// Refuses, as a config_error on `output.path`, an output that exists but is not a directory,
@@ -73,9 +76,13 @@ public:
   CAIRN_DECL void commit();
 
 private:
+  /// An object store's output: checked and emptied, then written in place.
+  CAIRN_DECL void write_in_place();
+
   std::filesystem::path output_;
   std::filesystem::path staging_;
   bool replace_;
+  bool in_place_ = false;
   bool committed_ = false;
 };
 

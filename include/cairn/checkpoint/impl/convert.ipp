@@ -123,6 +123,7 @@ CAIRN_DECL std::vector<std::byte> detail::checkpoint_reader::read(parameter_layo
       written += run.length;
       progress_scope::count(run.length * size);
     }
+    file->release(*t); // an object's tensor: one held at a time, not the whole input
   }
   if (written != cairn::detail::whole_numel(p))
     throw checkpoint_error(checkpoint_errc::incomplete,
@@ -144,11 +145,25 @@ CAIRN_DECL io::safetensors_file const& detail::checkpoint_reader::file(std::file
 }
 
 CAIRN_DECL void detail::refuse_overlap(std::filesystem::path const& input, std::filesystem::path const& output) {
-  auto in = std::filesystem::weakly_canonical(input), out = std::filesystem::weakly_canonical(output);
-  auto inside = [](std::filesystem::path const& inner, std::filesystem::path const& outer) {
-    return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
-  };
-  if (inside(out, in) || inside(in, out))
+  bool stored_in = io::is_object_store_path(input.string()), stored_out = io::is_object_store_path(output.string());
+  if (stored_in != stored_out) return; // an object store's keys and a local directory never overlap
+  bool overlaps = false;
+  if (stored_in) { // keys: one is the other, or under it
+    auto key = [](std::filesystem::path const& p) {
+      auto text = p.string();
+      while (text.ends_with('/')) text.pop_back();
+      return text + '/';
+    };
+    auto in = key(input), out = key(output);
+    overlaps = in.starts_with(out) || out.starts_with(in);
+  } else {
+    auto in = std::filesystem::weakly_canonical(input), out = std::filesystem::weakly_canonical(output);
+    auto inside = [](std::filesystem::path const& inner, std::filesystem::path const& outer) {
+      return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
+    };
+    overlaps = inside(out, in) || inside(in, out);
+  }
+  if (overlaps)
     throw config_error({{"output.path", "'" + output.string() + "' is or overlaps the input '" + input.string() +
                                             "': write the conversion somewhere else"}});
 }
@@ -164,18 +179,28 @@ inline bool has_entries(std::filesystem::path const& dir) {
   return std::filesystem::directory_iterator(dir, ec) != std::filesystem::directory_iterator();
 }
 
+/// An object store's prefix as a path, without the trailing '/' a user may give.
+inline std::filesystem::path object_prefix(std::filesystem::path const& path) {
+  auto text = path.string();
+  while (text.ends_with('/')) text.pop_back();
+  return text;
+}
+
 /// Why the non-empty directory `dir` may not be replaced by a conversion, or nothing: only an
 /// earlier conversion may be, a checkpoint of a known format holding files alone (not a save of
 /// an experiment, nor an experiment directory or anything else holding directories).
 inline std::optional<std::string> not_replaceable(std::filesystem::path const& dir) {
   if (save_status(dir).is_save) return "is a save of an experiment: a conversion never replaces one";
   if (!detect_format(dir)) return "holds no checkpoint: replace=true replaces an earlier conversion only";
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_directory(ec) || it->is_symlink(ec) || it->path().filename() == ".cairn.lock")
-      return "holds " + it->path().filename().string() +
-             ", which no conversion writes: replace=true replaces an earlier conversion only";
-  if (ec) return "cannot be listed: " + ec.message();
+  std::vector<io::listed_entry> entries;
+  try {
+    entries = folder_entries(dir);
+  } catch (io::io_error const& e) {
+    return std::string("cannot be listed: ") + e.what();
+  }
+  for (auto const& entry : entries)
+    if (entry.directory || entry.link || entry.name == ".cairn.lock")
+      return "holds " + entry.name + ", which no conversion writes: replace=true replaces an earlier conversion only";
   return std::nullopt;
 }
 
@@ -197,6 +222,10 @@ CAIRN_DECL staged_output::staged_output(std::filesystem::path output, bool repla
   auto refuse = [&](std::string const& why) {
     throw config_error({{"output.path", "'" + output_.string() + "' " + why}});
   };
+  if (io::is_object_store_path(output_.string())) {
+    write_in_place();
+    return;
+  }
   auto name = output_.lexically_normal().filename();
   if (name.empty() || name == "." || name == "..")
     name = std::filesystem::absolute(output_).lexically_normal().filename();
@@ -222,13 +251,52 @@ CAIRN_DECL staged_output::staged_output(std::filesystem::path output, bool repla
   io::make_directories(staging_);
 }
 
+CAIRN_DECL void staged_output::write_in_place() {
+  auto refuse = [&](std::string const& why) {
+    throw config_error({{"output.path", "'" + output_.string() + "' " + why}});
+  };
+  output_ = staging_ = detail::object_prefix(output_);
+  in_place_ = true;
+  auto name = output_.filename().string();
+  if (name.empty() || output_.parent_path().string().find('/') == std::string::npos)
+    refuse("names a bucket, not a prefix in it: write the conversion under a prefix (s3://bucket/prefix)");
+  if (save_status(output_).is_save)
+    refuse("is a save of an experiment: a conversion never replaces one; write it somewhere else");
+  if (detail::in_saves(output_.parent_path(), name))
+    refuse("is where an experiment keeps its saves (its resume would remove what it finds there): write the "
+           "conversion somewhere else");
+  if (detail::folder_entries(output_).empty()) return;
+  if (!replace_) refuse("is not empty: write the conversion somewhere else, or give replace=true to replace it");
+  if (auto problem = detail::not_replaceable(output_)) refuse(*problem);
+  // Nothing renames on an object store: the earlier conversion goes before this one is written,
+  // its metadata and index first, so that no reader takes what is left of it for a checkpoint.
+  for (auto const& describing : {formats::metadata_file(output_), formats::state_dict_index(output_)}) {
+    auto file = io::open_location(describing.string());
+    file.backend->remove(file.key);
+  }
+  auto location = io::open_location(output_.string());
+  location.backend->remove_tree(location.key);
+}
+
 CAIRN_DECL staged_output::~staged_output() {
   if (committed_) return;
+  if (in_place_) { // what this conversion wrote, its metadata last: without it, nothing is a checkpoint
+    try {
+      auto location = io::open_location(output_.string());
+      location.backend->remove_tree(location.key);
+    } catch (std::exception const&) { // unreachable store: replace=true takes the remains next time
+    }
+    return;
+  }
   std::error_code ec;
   std::filesystem::remove_all(staging_, ec);
 }
 
 CAIRN_DECL void staged_output::commit() {
+  if (in_place_) { // the metadata, written last, made it whole
+    committed_ = true;
+    return;
+  }
   io::fsync_directory(staging_);
   auto parent = staging_.parent_path();
   std::filesystem::path aside;
@@ -333,14 +401,6 @@ struct conversion_writer {
 } // namespace detail
 
 CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
-  // Its output is staged in a directory renamed into place, which an object store has not.
-  for (auto const& [key, path] :
-       {std::pair{"input.path", &requested.input.path}, {"output.path", &requested.output.path}})
-    if (io::is_object_store_path(path->string()))
-      throw checkpoint_error(checkpoint_errc::invalid_request,
-                             std::string(key) + ": " + path->string() +
-                                 ": convert reads and writes local directories only; copy the checkpoint with "
-                                 "`aws s3 cp --recursive` and convert the copy");
   detail::refuse_overlap(requested.input.path, requested.output.path);
   detail::refuse_incomplete_save(requested.input.path);
   if (requested.output.format == checkpoint_format::external)
@@ -376,7 +436,7 @@ CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
     input_bytes += detail::whole_numel(p) * io::size_of(p.dtype) * out.shard_names.size();
   progress_scope progress("converting", requested.output.path.string(), 2 * input_bytes); // read, then written
 
-  io::make_directories(config.output.path);
+  io::make_folder(config.output.path.string());
   detail::conversion_writer writer{reader, out, config.output.data_type, {}, 0};
   if (config.output.format == checkpoint_format::distributed)
     writer.write_distributed(config.output.path, out);

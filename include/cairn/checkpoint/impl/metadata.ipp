@@ -9,6 +9,9 @@
 #include <cairn/config/json.hpp>
 #include <cairn/config/legacy.hpp>
 #include <cairn/diagnostics.hpp>
+#include <cairn/error.hpp>
+#include <cairn/io/backend.hpp>
+#include <cairn/io/error.hpp>
 
 #include <boost/describe/class.hpp>
 #include <boost/json/value.hpp>
@@ -126,8 +129,10 @@ CAIRN_DECL checkpoint_metadata read_checkpoint_metadata(std::filesystem::path co
   try {
     auto dir = io::open_location(file.parent_path().string());
     listed = dir.backend->list(dir.key);
-  } catch (io::io_error const&) {
-    // Unlisted, no rank file counts: rules naming ranks are then checked against their files.
+  } catch (io::io_error const& e) {
+    // A store that does not answer is an error, as everywhere; a directory that cannot be
+    // listed counts no rank file: rules naming ranks are then checked against their files.
+    if (e.kind() == io_errc::storage) throw;
   }
   for (auto const& entry : listed) {
     auto const& name = entry.name;
