@@ -4,8 +4,6 @@
 //   state_dict save / load against libtorch's own torch::save / torch::load of the same tensors.
 //
 //     build/bin/cairn-bench-checkpoint [GiB, default 2] [directory, default the temp directory]
-#include "model_state.hpp"
-
 #include <cairn/checkpoint.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/io/file.hpp>
@@ -21,6 +19,8 @@
 #include <filesystem>
 #include <unistd.h>
 #include <vector>
+
+#include "model_state.hpp"
 
 namespace {
 
@@ -45,7 +45,6 @@ template <class B, class C> double ratio_in_turns(bool baseline_first, B&& basel
   auto c = contender();
   return baseline() / c;
 }
-
 
 } // namespace
 

@@ -7,8 +7,6 @@
 // down is to a local file (page cache), cairn's load into the model's tensors.
 //
 //     build/bin/cairn-bench-s3 s3://bucket/prefix [GiB, default 1] [rounds, default 3]
-#include "model_state.hpp"
-
 #include <cairn/checkpoint.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/io/backend.hpp>
@@ -27,11 +25,12 @@
 #include <unistd.h>
 #include <vector>
 
+#include "model_state.hpp"
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
-
 
 double run(std::string const& command) {
   auto t0 = clock_type::now();

@@ -390,8 +390,10 @@ TEST_CASE("the one-writer lock on an object store is a lease: held, refused, rel
       REQUIRE(child >= 0);
       if (child == 0) ::_exit(0);
       siginfo_t info{};
-      if (reaped) ::waitpid(child, nullptr, 0);
-      else ::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT); // ended, left a zombie
+      if (reaped)
+        ::waitpid(child, nullptr, 0);
+      else
+        ::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT); // ended, left a zombie
       record(host, child, now);
       {
         cairn::experiment_lock taken(dir);

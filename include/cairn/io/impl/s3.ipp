@@ -179,8 +179,8 @@ inline std::string md5_of(std::span<std::byte const> bytes) {
 inline std::string content_md5(std::span<std::byte const> bytes) {
   auto digest = md5_of(bytes);
   unsigned char encoded[4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1];
-  int n = EVP_EncodeBlock(encoded, reinterpret_cast<unsigned char const*>(digest.data()),
-                          static_cast<int>(digest.size()));
+  int n =
+      EVP_EncodeBlock(encoded, reinterpret_cast<unsigned char const*>(digest.data()), static_cast<int>(digest.size()));
   return {reinterpret_cast<char const*>(encoded), static_cast<std::size_t>(n)};
 }
 
@@ -620,8 +620,8 @@ public:
     if (!buffer_.empty()) send_part(std::move(buffer_));
     wait_for_slot();
     // Its beginning, to know the object again should the completion's answer be lost.
-    opening_.assign(first_.begin(), first_.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(
-                                                          first_.size(), opening_size)));
+    opening_.assign(first_.begin(),
+                    first_.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(first_.size(), opening_size)));
     auto first = send(1, std::make_shared<std::vector<std::byte>>(std::move(first_)));
     std::string body = "<CompleteMultipartUpload>";
     auto add = [&](std::uint64_t number, std::string const& etag) {

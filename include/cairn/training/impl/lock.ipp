@@ -120,7 +120,7 @@ CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
             keeper_->lapsed = true;
             return;
           }
-          lock.unlock(); // check() reads the keeper meanwhile
+          lock.unlock();     // check() reads the keeper meanwhile
           bool lost = false; // taken over, or renewed too late to be safely rewritten
           std::optional<detail::lease_keeper::clock::time_point> renewed;
           try {
