@@ -219,14 +219,21 @@ inline void verify_checksums(std::filesystem::path const& file_path, bool own_fo
                              verification_report& report) {
   try {
     io::safetensors_file file(file_path);
+    // In the file's order: an object is then read front to back in windows of 64 MiB (few
+    // requests for many small tensors), each tensor let go once checked.
+    std::vector<io::tensor_info const*> in_order;
+    for (auto const& t : file.tensors()) in_order.push_back(&t);
+    std::sort(in_order.begin(), in_order.end(), [](auto const* a, auto const* b) { return a->begin < b->begin; });
+    file.read_ahead(std::uint64_t{64} << 20);
     std::size_t unchecked = 0;
-    for (auto const& t : file.tensors()) {
+    for (auto const* t : in_order) {
       try {
-        if (file.metadata().contains(io::checksum_key(t.name)))
-          file.verify(t);
+        if (file.metadata().contains(io::checksum_key(t->name)))
+          file.verify(*t);
         else
           ++unchecked;
-        progress_scope::count(t.end - t.begin);
+        file.release(*t);
+        progress_scope::count(t->end - t->begin);
       } catch (error const& e) {
         report.problems.emplace_back(e.what());
       }
