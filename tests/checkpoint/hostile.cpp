@@ -4,6 +4,7 @@
 // into any layout put every element where it belongs, checked value by value.
 #include <cairn/checkpoint/convert.hpp>
 #include <cairn/checkpoint/directory.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/io/index.hpp>
@@ -437,9 +438,10 @@ TEST_CASE("conversions are written aside and renamed into place, never over anot
   }
   SUBCASE("with replace=true an earlier conversion is replaced whole: none of its files stay") {
     convert(dir / "out", false);
-    write_bytes(dir / "out" / "leftover.safetensors.index.json", "{}");
+    // A file of an earlier conversion that had more of them.
+    write_bytes(dir / "out" / "state_dict_7.safetensors", "{}");
     convert(dir / "out", true);
-    CHECK_FALSE(fs::exists(dir / "out" / "leftover.safetensors.index.json"));
+    CHECK_FALSE(fs::exists(dir / "out" / "state_dict_7.safetensors"));
     CHECK(cairn::verify_checkpoint(dir / "out").ok());
     CHECK(load_error(dir / "out", state_dict) == "loaded");
     no_leftovers();
@@ -471,6 +473,19 @@ TEST_CASE("conversions are written aside and renamed into place, never over anot
     CHECK(fs::exists(dir / "runs" / "live" / ".cairn.lock"));
     no_leftovers();
   }
+  SUBCASE("replace=true replaces only the files a conversion writes: not a Hugging Face directory, not a README") {
+    convert(dir / "hf", false);
+    write_bytes(dir / "hf" / "config.json", "{}");
+    CHECK_THROWS_WITH_AS(convert(dir / "hf", true), doctest::Contains("holds config.json, which no conversion writes"),
+                         cairn::config_error);
+    CHECK(fs::exists(dir / "hf" / "config.json"));
+    // What a failed conversion left (its files, no index) is replaced.
+    fs::remove(dir / "hf" / "config.json");
+    fs::remove(cairn::formats::state_dict_index(dir / "hf"));
+    convert(dir / "hf", true);
+    CHECK(cairn::verify_checkpoint(dir / "hf").ok());
+    no_leftovers();
+  }
   SUBCASE("never where an experiment keeps its saves, even a name no save has yet") {
     cairn::save_directory saves(dir / "experiment" / "checkpoints");
     save(saves.begin(8), distributed);
@@ -481,6 +496,9 @@ TEST_CASE("conversions are written aside and renamed into place, never over anot
                            doctest::Contains("is where an experiment keeps its saves"), cairn::config_error);
     }
     CHECK_THROWS_WITH_AS(convert(dir / "experiment" / "export" / "12", false),
+                         doctest::Contains("is where an experiment keeps its saves"), cairn::config_error);
+    // Nor inside a save: retention would remove it with the save.
+    CHECK_THROWS_WITH_AS(convert(dir / "experiment" / "checkpoints" / "8" / "inside", false),
                          doctest::Contains("is where an experiment keeps its saves"), cairn::config_error);
     // A folder named export elsewhere, holding a name that is not a save's, is fine.
     convert(dir / "experiment" / "export" / "hf-copy", false);

@@ -109,6 +109,25 @@ refused output.path input.path="$dir/sd-s3" input.format=state_dict output.path=
 refused output.path input.path="$store/checkpoints/12" input.format=distributed \
   output.path="$store/checkpoints/12/inner" output.format=state_dict
 "$tool" verify "$store/checkpoints/12" >/dev/null 2>&1 || fail "a refused conversion touched checkpoint 12"
+refused output.path input.path="$dir/sd-s3" input.format=state_dict output.path="$store/checkpoints/12/x/y" \
+  output.format=state_dict
+# replace=true replaces what a conversion writes alone: never a Hugging Face directory, nor an
+# object of the output's own name; the remains of a failed conversion (no index) it does.
+aws s3 cp "$dir/dl/export/8/config.json" "$store/hf/config.json" >/dev/null 2>&1 || fail "awscli cannot upload"
+refused output.path input.path="$dir/sd-s3" input.format=state_dict output.path="$store/hf" output.format=state_dict \
+  replace=true
+aws s3 ls "$store/hf/config.json" >/dev/null 2>&1 || fail "a refused replace=true removed config.json"
+aws s3 cp "$dir/dl/export/8/config.json" "$store/an-object" >/dev/null 2>&1 || fail "awscli cannot upload"
+refused output.path input.path="$dir/sd-s3" input.format=state_dict output.path="$store/an-object" \
+  output.format=state_dict replace=true
+aws s3 ls "$store/an-object" >/dev/null 2>&1 || fail "a refused conversion removed the object of its output's name"
+first=$(cd "$dir/sd-s3" && ls -- *.safetensors | head -n 1)
+aws s3 cp "$dir/sd-s3/$first" "$store/remains/$first" >/dev/null 2>&1 || fail "awscli cannot upload"
+refused output.path input.path="$dir/sd-s3" input.format=state_dict output.path="$store/remains" \
+  output.format=state_dict
+convert input.path="$dir/sd-s3" input.format=state_dict output.path="$store/remains" output.format=state_dict \
+  replace=true
+"$tool" verify "$store/remains" >/dev/null 2>&1 || fail "the conversion over a failed one's remains does not verify"
 
 # shellcheck source=wait_for.sh
 . "$here/wait_for.sh"

@@ -44,9 +44,9 @@ constexpr auto cairn_fields(convert_config const*) {
                       "the input holds by default), parameters_per_file, data_type.",
                       hint::core),
                 field(&convert_config::replace,
-                      "Replace output.path when it is a directory that is not empty (an earlier conversion). A "
-                      "save of an experiment (checkpoints/<n>, export/<n>, or any directory with a completion "
-                      "marker) is never replaced.",
+                      "Replace output.path when it is a directory that is not empty: an earlier conversion, or "
+                      "what a failed one left (files a conversion writes, nothing else). A save of an experiment "
+                      "(checkpoints/<n>, export/<n>, or any directory with a completion marker) is never replaced.",
                       hint::feature));
 }
 

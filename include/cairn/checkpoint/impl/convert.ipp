@@ -186,12 +186,23 @@ inline std::filesystem::path object_prefix(std::filesystem::path const& path) {
   return text;
 }
 
-/// Why the non-empty directory `dir` may not be replaced by a conversion, or nothing: only an
-/// earlier conversion may be, a checkpoint of a known format holding files alone (not a save of
-/// an experiment, nor an experiment directory or anything else holding directories).
+/// Whether `name` is a file a conversion writes: the metadata or index, a rank file of the
+/// distributed format, a file of the state_dict format.
+inline bool written_by_conversion(std::string const& name) {
+  auto numbered = [&](std::string_view prefix) {
+    if (!name.starts_with(prefix) || !name.ends_with(".safetensors")) return false;
+    auto digits = std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - 12);
+    return !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return name == formats::metadata_file("").string() || name == formats::state_dict_index("").string() ||
+         numbered("rank_") || numbered("state_dict_");
+}
+
+/// Why the non-empty directory `dir` may not be replaced by a conversion, or nothing: only what a
+/// conversion writes may be, whole or the remains of one that failed (files of the distributed
+/// or state_dict formats alone), never a save of an experiment nor anything else.
 inline std::optional<std::string> not_replaceable(std::filesystem::path const& dir) {
   if (save_status(dir).is_save) return "is a save of an experiment: a conversion never replaces one";
-  if (!detect_format(dir)) return "holds no checkpoint: replace=true replaces an earlier conversion only";
   std::vector<io::listed_entry> entries;
   try {
     entries = folder_entries(dir);
@@ -199,7 +210,7 @@ inline std::optional<std::string> not_replaceable(std::filesystem::path const& d
     return std::string("cannot be listed: ") + e.what();
   }
   for (auto const& entry : entries)
-    if (entry.directory || entry.link || entry.name == ".cairn.lock")
+    if (entry.directory || entry.link || !written_by_conversion(entry.name))
       return "holds " + entry.name + ", which no conversion writes: replace=true replaces an earlier conversion only";
   return std::nullopt;
 }
@@ -212,6 +223,14 @@ inline bool in_saves(std::filesystem::path const& parent, std::string const& nam
   for (std::string_view prefix : {"", ".partial-", ".replaced-"})
     if (name.starts_with(prefix) && save_directory::iteration_of(std::string_view(name).substr(prefix.size())))
       return true;
+  return false;
+}
+
+/// Whether `path` is, or is inside, where an experiment keeps a save (`…/checkpoints/<n>/…`): a
+/// conversion there would be removed with that save.
+inline bool within_saves(std::filesystem::path const& path) {
+  for (auto at = path; at.has_filename() && at.has_parent_path() && at.parent_path() != at; at = at.parent_path())
+    if (in_saves(at.parent_path(), at.filename().string())) return true;
   return false;
 }
 
@@ -234,7 +253,7 @@ CAIRN_DECL staged_output::staged_output(std::filesystem::path output, bool repla
   auto status = std::filesystem::symlink_status(output_, ec);
   if (std::filesystem::exists(status) && save_status(output_).is_save)
     refuse("is a save of an experiment: a conversion never replaces one; write it somewhere else");
-  if (detail::in_saves(std::filesystem::absolute(output_).lexically_normal().parent_path(), name.string()))
+  if (detail::within_saves(std::filesystem::absolute(output_).lexically_normal()))
     refuse("is where an experiment keeps its saves (its resume would remove what it finds there): write the "
            "conversion somewhere else");
   if (std::filesystem::exists(status)) {
@@ -262,7 +281,9 @@ CAIRN_DECL void staged_output::write_in_place() {
     refuse("names a bucket, not a prefix in it: write the conversion under a prefix (s3://bucket/prefix)");
   if (save_status(output_).is_save)
     refuse("is a save of an experiment: a conversion never replaces one; write it somewhere else");
-  if (detail::in_saves(output_.parent_path(), name))
+  if (auto location = io::open_location(output_.string()); location.backend->size(location.key))
+    refuse("is an object, not a prefix: write the conversion somewhere else");
+  if (detail::within_saves(output_))
     refuse("is where an experiment keeps its saves (its resume would remove what it finds there): write the "
            "conversion somewhere else");
   if (detail::folder_entries(output_).empty()) return;

@@ -105,10 +105,25 @@ CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
   std::random_device random;
   token_ = std::to_string(random()) + std::to_string(random());
   auto where = io::open_location(path_.string());
+  bool took_over = false;
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto record = lease_record();
     auto started = detail::lease_keeper::clock::now();
-    if (where.backend->create_exclusive(where.key, std::as_bytes(std::span(record)))) {
+    bool created = where.backend->create_exclusive(where.key, std::as_bytes(std::span(record)));
+    if (created && (took_over || !where.backend->guarantees().conditional_create)) {
+      // A create that is not exact alone: after a takeover (another run that judged the old lease
+      // at the same time removes it, then creates its own, after this one's create), or on a store
+      // without conditional create. A moment later the lease is still this run's, or it is not.
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      std::string held;
+      try {
+        held = where.backend->read_all(where.key, 4096);
+      } catch (io::io_error const& e) {
+        if (e.kind() != std::errc::no_such_file_or_directory) throw;
+      }
+      created = detail::lease_field(held, "lease ") == token_;
+    }
+    if (created) {
       keeper_ = std::make_unique<detail::lease_keeper>();
       keeper_->renewed = started;
       keeper_->thread = std::thread([this, where] {
@@ -177,6 +192,7 @@ CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
     while (!again.empty() && again.back() == '\n') again.pop_back();
     if (again != held) continue;
     where.backend->remove(where.key);
+    took_over = true;
   }
   throw training_error(training_errc::in_use, dir.string() + ": another run took the lock at the same time");
 }

@@ -340,6 +340,14 @@ CAIRN_DECL void basic_checkpoint_manager::stage(save_directory& dir, std::int64_
 CAIRN_DECL void basic_checkpoint_manager::abandon(save_directory& dir, std::int64_t iteration) {
   if (comm_.rank() != 0) return;
   try {
+    // A run whose lease another run took over removes nothing: on a store without rename what
+    // it staged is the path where the new holder may have saved this iteration since.
+    if (lock_) lock_->check();
+  } catch (std::exception const& e) {
+    emit(severity::warning, {dir.staging(iteration).string(), std::string("left as it is, not removed: ") + e.what()});
+    return;
+  }
+  try {
     auto staged = io::open_location(dir.staging(iteration).string());
     staged.backend->remove_tree(staged.key);
   } catch (std::exception const& e) {
