@@ -15,7 +15,9 @@ fail() {
   echo "rendezvous.sh: $1"
   exit 1
 }
-port=$((22000 + ($$ + 13) % 20000))
+# shellcheck source=free_port.sh
+. "$(dirname "$0")/free_port.sh"
+port=$(free_port) || exit 1
 common="training.train_iters=2 model.hidden=16 data.batch_size=8 training.checkpoint.interval=null"
 
 # two_launchers NAME N0 N1 [OVERRIDES0] [OVERRIDES1]: node 0 with N0 ranks, node 1 with N1; both must fail.

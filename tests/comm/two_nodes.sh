@@ -7,7 +7,9 @@
 set -u
 tool=$1
 shift
-port=$((20000 + $$ % 20000))
+# shellcheck source=free_port.sh
+. "$(dirname "$0")/free_port.sh"
+port=$(free_port) || exit 1
 "$tool" launch -n 2 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port "$port" -- "$@" &
 other=$!
 "$tool" launch -n 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port "$port" -- "$@"

@@ -31,7 +31,9 @@ grep -q "resumed from .*checkpoints/8 at iteration 8" "$dir/second.log" || { cat
 
 # SLURM alone: 4 tasks, 2 a node on two nodes (both this host), the master the first host of the
 # node list.
-port=$((20000 + ($$ + 7) % 20000))
+# shellcheck source=../comm/free_port.sh
+. "$(dirname "$0")/../comm/free_port.sh"
+port=$(free_port) || exit 1
 pids=""
 for rank in 0 1 2 3; do
   # shellcheck disable=SC2086
@@ -43,8 +45,8 @@ for rank in 0 1 2 3; do
   pids="$pids $!"
 done
 status=0
-for pid in $pids; do
-  wait "$pid" || status=1
+for pid in $pids; do # rank 0 first: when it fails, the others would wait for its store
+  wait "$pid" || { status=1; kill $pids 2>/dev/null; }
 done
 [ $status -eq 0 ] || { cat "$dir"/slurm-*.log; fail "the SLURM job failed"; }
 grep -q "done: 8 iterations" "$dir/slurm-0.log" || { cat "$dir/slurm-0.log"; fail "the SLURM job did not finish"; }

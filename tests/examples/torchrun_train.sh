@@ -22,7 +22,9 @@ fail() {
 torchrun() {
   OMP_NUM_THREADS=1 "$python" "$here/torchrun.py" --nproc_per_node 2 --monitor_interval 1 "$@"
 }
-port=$((21000 + ($$ + 11) % 20000))
+# shellcheck source=../comm/free_port.sh
+. "$(dirname "$0")/../comm/free_port.sh"
+port=$(free_port) || exit 1
 
 # torchrun's default: its agent serves the store at MASTER_PORT, and tells the workers so.
 # shellcheck disable=SC2086 # the overrides are words
