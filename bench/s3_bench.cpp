@@ -41,6 +41,17 @@ double run(std::string const& command) {
   return since(t0);
 }
 
+/// The baseline, then the contender in odd rounds; the other way round in even ones.
+template <class B, class C> void in_turns(int round, B&& baseline, C&& contender) {
+  if (round % 2) {
+    baseline();
+    contender();
+  } else {
+    contender();
+    baseline();
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -80,13 +91,7 @@ int main(int argc, char** argv) {
       cairn::save_checkpoint(state, comm, c);
       best_save = std::min(best_save, since(t0));
     };
-    if (round % 2) {
-      up();
-      save();
-    } else {
-      save();
-      up();
-    }
+    in_turns(round, up, save);
     auto down = [&] {
       best_down = std::min(best_down, run(aws + root + "/plain.bin " + (local / "down.bin").string()));
     };
@@ -98,13 +103,7 @@ int main(int argc, char** argv) {
       cairn::load_checkpoint(target, comm, c);
       best_load = std::min(best_load, since(t0));
     };
-    if (round % 2) {
-      down();
-      load();
-    } else {
-      load();
-      down();
-    }
+    in_turns(round, down, load);
   }
   auto where = cairn::io::open_location(root);
   where.backend->remove_tree(where.key);

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <random>
+#include <span>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -83,6 +84,13 @@ std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
 }
 
 std::span<std::byte const> bytes_of(std::string const& text) { return std::as_bytes(std::span(text)); }
+
+/// Writes `data` as the object `key` through a writer, committed.
+void put_whole(storage_backend& s3, std::string const& key, std::span<std::byte const> data) {
+  auto writer = s3.open_writer(key);
+  writer->write(data);
+  writer->commit();
+}
 
 /// A key of its own for each test case, so that cases never see each other's objects.
 std::string fresh(std::string const& name) {
@@ -199,11 +207,7 @@ TEST_CASE("503 SlowDown on every other request is retried to success") {
   auto s3 = backend(settings(5 << 20, 2));
   auto key = fresh("slow.bin");
   auto data = pattern(11 << 20, 3);
-  {
-    auto writer = s3->open_writer(key);
-    writer->write(data);
-    writer->commit();
-  }
+  put_whole(*s3, key, data);
   std::vector<std::byte> back(data.size());
   s3->read(key, 0, back);
   CHECK(back == data);
@@ -244,11 +248,7 @@ TEST_CASE("a connection reset in the middle of a part is retried, and the object
   auto s3 = backend(settings(5 << 20, 2));
   auto key = fresh("reset.bin");
   auto data = pattern(16 << 20, 4);
-  {
-    auto writer = s3->open_writer(key);
-    writer->write(data);
-    writer->commit();
-  }
+  put_whole(*s3, key, data);
   CHECK(proxy_stats().at("resets").as_int64() == 2);
   std::vector<std::byte> back(data.size());
   s3->read(key, 0, back);
@@ -260,11 +260,7 @@ TEST_CASE("a part altered on the way is refused by its Content-MD5 and sent agai
   auto s3 = backend(settings(5 << 20, 2));
   auto key = fresh("digest.bin");
   auto data = pattern(10 << 20, 5);
-  {
-    auto writer = s3->open_writer(key);
-    writer->write(data);
-    writer->commit();
-  }
+  put_whole(*s3, key, data);
   auto stats = proxy_stats();
   CHECK(stats.at("corrupted").as_int64() == 1);
   CHECK(stats.at("bad_digests").as_int64() == 1);
@@ -279,9 +275,7 @@ TEST_CASE("a request done by the store whose answer was lost is not reported as 
     auto s3 = backend(settings(5 << 20, 2));
     auto key = fresh("lost-answer.bin");
     auto data = pattern((12 << 20) + 5, 7);
-    auto writer = s3->open_writer(key);
-    writer->write(data);
-    writer->commit();
+    put_whole(*s3, key, data);
     auto stats = proxy_stats();
     CHECK(stats.at("lost").as_int64() == 1);
     CHECK(requests(stats, "CompleteMultipartUpload") == 2);
@@ -420,11 +414,7 @@ TEST_CASE("the AWS command-line tool reads what cairn wrote, and cairn reads wha
   auto s3 = backend();
   auto key = fresh("shared.bin");
   auto data = pattern((13 << 20) + 5, 6);
-  {
-    auto writer = s3->open_writer(key);
-    writer->write(data);
-    writer->commit();
-  }
+  put_whole(*s3, key, data);
   auto url = "s3://" + env("CAIRN_TEST_S3_BUCKET") + "/" + key;
   auto aws = "AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null /usr/bin/aws --endpoint-url " +
              env("AWS_ENDPOINT_URL") + " s3 ";

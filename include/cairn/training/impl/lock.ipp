@@ -76,6 +76,20 @@ inline std::optional<std::int64_t> lease_number(std::string const& record, std::
   return value;
 }
 
+/// The lease's record without its final newline; nothing when there is no lease (any other
+/// failure throws: a store that does not answer is never "no lease").
+inline std::optional<std::string> read_lease(io::storage_location const& where) {
+  std::string held;
+  try {
+    held = where.backend->read_all(where.key, 4096);
+  } catch (io::io_error const& e) {
+    if (e.kind() == std::errc::no_such_file_or_directory) return std::nullopt;
+    throw;
+  }
+  while (!held.empty() && held.back() == '\n') held.pop_back();
+  return held;
+}
+
 inline std::string lease_field(std::string const& record, std::string const& label) {
   auto at = record.find(label);
   if (at == std::string::npos) return {};
@@ -115,13 +129,7 @@ CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
       // at the same time removes it, then creates its own, after this one's create), or on a store
       // without conditional create. A moment later the lease is still this run's, or it is not.
       std::this_thread::sleep_for(std::chrono::seconds(1));
-      std::string held;
-      try {
-        held = where.backend->read_all(where.key, 4096);
-      } catch (io::io_error const& e) {
-        if (e.kind() != std::errc::no_such_file_or_directory) throw;
-      }
-      created = detail::lease_field(held, "lease ") == token_;
+      created = detail::lease_field(detail::read_lease(where).value_or(""), "lease ") == token_;
     }
     if (created) {
       keeper_ = std::make_unique<detail::lease_keeper>();
@@ -163,14 +171,9 @@ CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
       });
       return;
     }
-    std::string held;
-    try {
-      held = where.backend->read_all(where.key, 4096);
-    } catch (io::io_error const& e) {
-      if (e.kind() == std::errc::no_such_file_or_directory) continue; // released meanwhile
-      throw;
-    }
-    while (!held.empty() && held.back() == '\n') held.pop_back();
+    auto lease = detail::read_lease(where);
+    if (!lease) continue; // released meanwhile
+    auto const& held = *lease;
     auto pid = detail::lease_number(held, "pid ");
     auto refreshed = detail::lease_number(held, "refreshed unix time ");
     bool dead_here = detail::lease_field(held, "host ") == detail::this_host() && pid && detail::process_ended(*pid);
@@ -182,15 +185,7 @@ CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
                                std::to_string(lease_expiry) + " s after its holder stops renewing it)");
     // Its holder is gone: taken over, unless another run took it over since it was read (then
     // that run's lease is judged afresh).
-    std::string again;
-    try {
-      again = where.backend->read_all(where.key, 4096);
-    } catch (io::io_error const& e) {
-      if (e.kind() == std::errc::no_such_file_or_directory) continue;
-      throw;
-    }
-    while (!again.empty() && again.back() == '\n') again.pop_back();
-    if (again != held) continue;
+    if (detail::read_lease(where) != held) continue;
     where.backend->remove(where.key);
     took_over = true;
   }
@@ -229,14 +224,8 @@ CAIRN_DECL void experiment_lock::check() const {
                                std::to_string(lease_expiry) + " s");
   }
   auto where = io::open_location(path_.string());
-  std::string held;
-  try {
-    held = where.backend->read_all(where.key, 4096);
-  } catch (io::io_error const& e) {
-    if (e.kind() != std::errc::no_such_file_or_directory) throw;
-  }
+  auto held = detail::read_lease(where).value_or("");
   if (detail::lease_field(held, "lease ") != token_) {
-    while (!held.empty() && held.back() == '\n') held.pop_back();
     throw training_error(training_errc::in_use, path_.string() + ": this run's lock was taken over (" +
                                                     (held.empty() ? std::string("now nobody's") : held) +
                                                     "): it stopped renewing it for longer than " +
