@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   cairn::checkpoint_load_config load;
   load.path = save.path;
   auto metadata = cairn::load_checkpoint(state, comm, load);
-  std::printf("%s, saved by %zu ranks\n", report.ok() ? "verified" : "corrupt", metadata.ranks.size());
+  std::printf("%s, saved by %lld ranks\n", report.ok() ? "verified" : "corrupt",
+              static_cast<long long>(metadata.world_size()));
   return report.ok() ? 0 : 1;
 }

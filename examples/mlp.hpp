@@ -141,6 +141,7 @@ inline cairn::model_state sharded_state(train_config const& cfg, cairn::comm::pa
   using cairn::comm::axis;
   cairn::model_state state;
   state.shard_names = {"weights", "exp_avg", "exp_avg_sq"};
+  state.grid = grid; // the saves agree on the grid's rules, not on every rank's layout
   auto at = grid.coordinates(rank);
   auto specs = parameters(cfg.model);
   for (std::size_t k = 0; k < specs.size(); ++k) {

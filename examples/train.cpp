@@ -114,6 +114,10 @@ int layout(int world_size, train_config const& cfg) {
     run.shard_names = state.shard_names;
     run.ranks.push_back(state.layout());
   }
+  if (auto rules = cairn::infer_rules(run.ranks)) { // the grid's rules: O(parameters) for any world size
+    run.rules = std::move(rules);
+    run.ranks.clear();
+  }
   std::fputs(cairn::to_pretty_json(cairn::to_json(run)).c_str(), stdout);
   return 0;
 }

@@ -135,7 +135,7 @@ int inspect(std::filesystem::path const& path) {
     std::string shards;
     for (auto const& s : metadata.shard_names) shards += (shards.empty() ? "" : ", ") + s;
     std::printf("state shards: %s\n", shown(shards).c_str());
-    if (!metadata.ranks.empty()) std::printf("saved by %zu ranks\n", metadata.ranks.size());
+    if (metadata.world_size() > 0) std::printf("saved by %lld ranks\n", static_cast<long long>(metadata.world_size()));
     std::printf("metadata: %s\n", cairn::to_compact_json(metadata.metadata).c_str());
     std::printf("config: %s", cairn::to_pretty_json(metadata.config).c_str());
   } else if (format == cairn::checkpoint_format::external) {
@@ -201,8 +201,8 @@ int verify(std::vector<std::string> const& args) {
 
 /// `plan`'s text: what reshards, then each rank's reads.
 void print_load_plan(std::filesystem::path const& dir, cairn::run_layout const& run, cairn::load_plan const& plan) {
-  std::printf("checkpoint %s (%s) into a run of %zu ranks\n", dir.c_str(), cairn::format_name(plan.format),
-              run.ranks.size());
+  std::printf("checkpoint %s (%s) into a run of %lld ranks\n", dir.c_str(), cairn::format_name(plan.format),
+              static_cast<long long>(run.world_size()));
   if (plan.same_layout)
     std::printf("layout: the saving one; each rank reads its own shards (replicated ones from their writer)\n");
   else if (plan.format == cairn::checkpoint_format::state_dict)
@@ -247,8 +247,13 @@ int plan(std::vector<std::string> const& args) {
     std::fprintf(stderr, "cairn plan: %s: %s\n", layout.c_str(), e.what());
     return 1;
   }
-  if (run.ranks.empty()) {
-    std::fprintf(stderr, "cairn plan: %s: a run of no ranks (\"ranks\" is empty)\n", layout.c_str());
+  if (run.world_size() == 0) {
+    std::fprintf(stderr, "cairn plan: %s: a run of no ranks (\"ranks\" is empty, no \"rules\")\n", layout.c_str());
+    return 1;
+  }
+  if (run.rules && !run.ranks.empty()) {
+    std::fprintf(stderr, "cairn plan: %s: \"rules\" stand for \"ranks\", which it lists too: one or the other\n",
+                 layout.c_str());
     return 1;
   }
   auto planned = cairn::plan_load(std::filesystem::path(checkpoint), run);

@@ -293,6 +293,7 @@ public:
                     : c10::Device(c10::kCPU)),
         loader_(cfg.data, cfg.seed) {
     state_.shard_names = {"weights", "exp_avg", "exp_avg_sq"};
+    state_.grid = comms.grid; // the saves agree on the grid's rules, not on every rank's layout
     auto rank = comms.world.rank();
     std::uint64_t k = 0;
     for (auto const& p : cairn::llama::parameters(cfg.model)) {

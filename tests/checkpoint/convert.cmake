@@ -51,8 +51,8 @@ list(GET names 0 first)
 list(GET names 1 second)
 string(REPLACE "${second}" "${first}" metadata "${metadata}")
 file(WRITE ${WORK_DIR}/renamed/metadata.json "${metadata}")
-refused("listed twice by rank 0" verify ${WORK_DIR}/renamed)
-refused("listed twice by rank 0" convert input.path=${WORK_DIR}/renamed input.format=distributed
+refused("'embedding': listed twice" verify ${WORK_DIR}/renamed)
+refused("'embedding': listed twice" convert input.path=${WORK_DIR}/renamed input.format=distributed
         output.path=${WORK_DIR}/renamed_out output.format=state_dict)
 
 # A directory that holds no checkpoint does not verify.

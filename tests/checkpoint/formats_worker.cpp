@@ -154,6 +154,11 @@ struct counting {
     for (auto const& part : all) received += part.nbytes();
     return all;
   }
+  void gather_into(at::Tensor const& t, int root, std::vector<at::Tensor>& outputs) {
+    inner.gather_into(t, root, outputs);
+    if (rank() == root)
+      for (auto const& part : outputs) received += part.nbytes();
+  }
 };
 
 /// Plans of saves one after the other on one exchange: the layouts travel at the first, and
@@ -190,6 +195,46 @@ int exchange() {
               rank, static_cast<unsigned long long>(first_bytes), static_cast<unsigned long long>(second_bytes),
               static_cast<unsigned long long>(third_bytes), lone.empty() ? "planned" : "refused",
               ok ? "" : " -- NOT AS EXPECTED");
+
+  // A grid's layouts, its grid named: the ranks agree on its rules without exchanging layouts.
+  // Each rank plans its own file alone; rank 0 gathers the stages' rules for metadata.json. The
+  // plan is the one the enumerated exchange gives (the same files, the same rules stored). The
+  // bytes a rank receives are those cairn-bench-grid counts at scale: 144 and 40 a stage at the
+  // first save, 88 after it.
+  test_model::grid_scheme scheme{2, 2, 1, 1};
+  auto on_grid = test_model::make(scheme, rank, false);
+  auto unnamed = on_grid;
+  unnamed.grid.reset();
+  cairn::detail::layout_exchange ruled_kept;
+  comm.received = 0;
+  auto ruled = cairn::formats::distributed::plan(on_grid, comm, config, {}, {}, &ruled_kept);
+  auto ruled_bytes = comm.received;
+  comm.received = 0;
+  auto again = cairn::formats::distributed::plan(on_grid, comm, config, {}, {}, &ruled_kept);
+  auto again_bytes = comm.received;
+  auto listed = cairn::formats::distributed::plan(unnamed, comm, config, {}, {});
+  auto stored_rules = [](cairn::save_plan const& p) { return cairn::parse_json(p.closing.at(0).text).at("rules"); };
+  auto own_file = [&](cairn::save_plan const& p) -> cairn::planned_file const* {
+    for (auto const& f : p.files)
+      if (f.writer == rank) return &f;
+    return nullptr;
+  };
+  auto same_file = [&](cairn::planned_file const* a, cairn::planned_file const* b) {
+    if (!a || !b || a->name != b->name || a->items.size() != b->items.size()) return false;
+    for (std::size_t i = 0; i < a->items.size(); ++i)
+      if (a->items[i].tensor != b->items[i].tensor || a->items[i].shape != b->items[i].shape) return false;
+    using namespace cairn::formats;
+    return a->metadata.at(layout_key) == b->metadata.at(layout_key) &&
+           a->metadata.at(world_size_key) == b->metadata.at(world_size_key);
+  };
+  bool rules_ok = ruled.ranks.empty() && ruled.files.size() == 1 && listed.files.size() == 4 &&
+                  same_file(own_file(ruled), own_file(listed)) && same_file(own_file(again), own_file(listed)) &&
+                  (rank != 0 || stored_rules(ruled) == stored_rules(listed)) &&
+                  (rank == 0 || ruled_bytes == 144 + 40 * 2) && again_bytes == 88;
+  std::printf("rank %d: a grid's rules agreed, bytes received %llu, then %llu (unchanged)%s\n", rank,
+              static_cast<unsigned long long>(ruled_bytes), static_cast<unsigned long long>(again_bytes),
+              rules_ok ? "" : " -- NOT AS EXPECTED");
+  ok = ok && rules_ok;
   return ok ? 0 : 1;
 }
 
@@ -227,7 +272,7 @@ int save_or_load(std::string const& mode, char const* dir, std::string const& fo
   auto bad = test_model::mismatches(state);
   if (metadata.metadata.at("iteration") != 42) bad += 1;
   // Each rank's items back where as many ranks saved them in the distributed format; else none.
-  bool own = format == cairn::checkpoint_format::distributed && metadata.ranks.size() == std::size_t(comm.size());
+  bool own = format == cairn::checkpoint_format::distributed && metadata.world_size() == comm.size();
   auto expected_items = own ? std::map<std::string, std::string>{{"who", "rank " + std::to_string(comm.rank()) +
                                                                              " of " + std::to_string(comm.size())}}
                             : std::map<std::string, std::string>{};

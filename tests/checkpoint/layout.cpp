@@ -138,6 +138,31 @@ TEST_CASE("overlap of two boxes, in runs over their buffers") {
   CHECK(cairn::overlap(shape, left, elsewhere).empty());
 }
 
+TEST_CASE("the elements two shards of a matrix share are counted as their runs give, flat slices or not") {
+  // overlap_count of matrices counts rows arithmetically (a flat slice holds whole rows of its
+  // box but for its first and last): the same as the runs the copies go by, on random shards.
+  std::mt19937 random(7);
+  auto below = [&](std::uint64_t n) { return std::uniform_int_distribution<std::uint64_t>(0, n - 1)(random); };
+  auto shard_of = [&](shape_t const& shape) {
+    shard_layout s{{below(shape[0]), below(shape[1])}, {0, 0}, {}};
+    s.lengths = {1 + below(shape[0] - s.offsets[0]), 1 + below(shape[1] - s.offsets[1])};
+    if (below(3) != 0) {
+      auto n = s.box_numel(), begin = below(n + 1);
+      s.flat = cairn::flat_range{begin, begin + below(n - begin + 1)};
+    }
+    return s;
+  };
+  for (int i = 0; i < 20000; ++i) {
+    shape_t shape{1 + below(9), 1 + below(9)};
+    auto a = shard_of(shape), b = shard_of(shape);
+    std::uint64_t runs = 0;
+    for (auto const& run : cairn::overlap(shape, a, b)) runs += run.length;
+    CAPTURE(cairn::to_compact_json(cairn::to_json(a)));
+    CAPTURE(cairn::to_compact_json(cairn::to_json(b)));
+    REQUIRE(cairn::overlap_count(shape, a, b) == runs);
+  }
+}
+
 TEST_CASE("invalid shards say why") {
   shape_t shape{4, 6};
   CHECK(shard_layout{{0}, {4}, {}}.problem(shape) == "a shard of rank 1 for a tensor of rank 2");
@@ -270,6 +295,37 @@ TEST_CASE("the layouts of a grid are inferred as its rules and expand back exact
     CHECK(cairn::expand_rules(*rules) == ranks);
     CHECK(rules->parameters.size() == model.size());
     CHECK(rules->tensor * rules->pipeline * rules->data == layout.world_size());
+    // What each rank derives alone from its own layout is its stage's rules; what a reader
+    // computes from the rules alone (who holds a parameter, who writes each replica set) is what
+    // the expanded layouts give.
+    auto writers = cairn::detail::replica_writers_of(ranks, cairn::replica_writer_rule::balanced);
+    for (int r = 0; r < layout.world_size(); ++r) {
+      auto at = layout.coordinates(r);
+      auto mine = cairn::detail::rules_of_rank(ranks[std::size_t(r)], *rules, at);
+      REQUIRE(mine);
+      boost::json::array derived, expected;
+      for (auto const& rule : *mine) derived.push_back(cairn::to_json(rule));
+      for (auto const& rule : rules->parameters)
+        if (rule.stage == at.pipeline) expected.push_back(cairn::to_json(rule));
+      CHECK(derived == expected);
+    }
+    for (int stage = 0; stage < g.pipeline; ++stage) {
+      auto computed = cairn::detail::replica_writers_of(*rules, stage, cairn::replica_writer_rule::balanced);
+      for (auto const& rule : rules->parameters) {
+        if (rule.stage != stage) continue;
+        CAPTURE(rule.name);
+        auto expanded = writers.sets.find(rule.name);
+        std::vector<std::pair<cairn::shard_layout, int>> none;
+        CHECK(computed.sets[rule.name] == (expanded == writers.sets.end() ? none : expanded->second));
+        std::vector<std::pair<int, cairn::parameter_layout>> held;
+        for (int r = 0; r < layout.world_size(); ++r)
+          for (auto const& p : ranks[std::size_t(r)].parameters)
+            if (p.name == rule.name) held.emplace_back(r, p);
+        CHECK(cairn::detail::holdings_of(*rules, rule) == held);
+      }
+    }
+    // Another rank's coordinates do not give this rank's layout.
+    if (g.tensor > 1) CHECK_FALSE(cairn::detail::rules_of_rank(ranks.front(), *rules, layout.coordinates(1)));
     // One holding otherwise than the grid places it: the layouts are enumerated instead.
     auto odd = ranks;
     odd.back().parameters.back().replicated = !odd.back().parameters.back().replicated;
@@ -296,6 +352,10 @@ TEST_CASE("the layouts of a grid are inferred as its rules and expand back exact
   CHECK_THROWS_WITH(cairn::expand_rules(rules), doctest::Contains("data is 2097152"));
   rules.data = 0;
   CHECK_KIND(cairn::expand_rules(rules), cairn::checkpoint_errc::invalid_state);
+  CHECK_KIND(cairn::check_rules(rules), cairn::checkpoint_errc::invalid_state);
+  rules.data = 1;
+  rules.parameters.push_back(rules.parameters.front());
+  CHECK_THROWS_WITH(cairn::check_rules(rules), doctest::Contains("'w': listed twice"));
 }
 
 TEST_CASE("layouts that do not tile a parameter are named, each problem once") {

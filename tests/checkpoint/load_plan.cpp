@@ -1,6 +1,9 @@
 // The resume dry run: from a checkpoint's metadata and a run's layouts alone, what each rank of
 // the run reads, file by file, and every problem that would stop the load.
+#include <cairn/checkpoint/layout_rules.hpp>
 #include <cairn/checkpoint/load_plan.hpp>
+#include <cairn/comm/grid.hpp>
+#include <cairn/config/json.hpp>
 
 #include <doctest/doctest.h>
 
@@ -146,4 +149,66 @@ TEST_CASE("a shape of more than 2^64 elements is a problem, not a wrapped count"
   CHECK(std::any_of(plan.problems.begin(), plan.problems.end(), [](std::string const& p) {
     return p == "the checkpoint: 'w': its shape has more than 2^64 elements";
   }));
+}
+
+TEST_CASE("a plan from rules is the plan from the layouts they expand to, saving layout or resharded") {
+  // A small model on TP x PP x DP grids, planned twice: from enumerated layouts (every rank's
+  // holding listed) and from the grid's rules (each parameter's holdings computed one at a time).
+  struct spec {
+    std::string name;
+    shape_t shape;
+    cairn::tensor_split split;
+  };
+  std::vector<spec> const model{{"embedding", {12, 4}, cairn::tensor_split::rows},
+                                {"attention", {8, 6}, cairn::tensor_split::columns},
+                                {"norm", {6}, cairn::tensor_split::none},
+                                {"mlp", {8, 6}, cairn::tensor_split::rows},
+                                {"head", {5, 6}, cairn::tensor_split::none}};
+  auto rules_of = [&](int tp, int pp, int dp, bool zero) {
+    cairn::layout_rules rules{tp, pp, dp, {}};
+    for (std::size_t i = 0; i < model.size(); ++i)
+      rules.parameters.push_back({model[i].name, model[i].shape, cairn::io::dtype::F32, model[i].split, zero,
+                                  cairn::comm::stage_of_layer(std::int64_t(i), std::int64_t(model.size()), pp)});
+    return rules;
+  };
+  struct grid {
+    int tp, pp, dp;
+    bool zero;
+  };
+  std::vector<grid> const grids{{1, 1, 1, false}, {2, 1, 2, true},  {2, 2, 2, false},
+                                {1, 2, 4, true},  {4, 1, 1, false}, {2, 1, 3, true}};
+  auto id = [](grid g) { return g.tp * 1000 + g.pp * 100 + g.dp * 10 + (g.zero ? 1 : 0); };
+  auto enumerated = [](auto form) { // the same layouts, every rank's listed
+    form.ranks = cairn::expand_rules(*form.rules);
+    form.rules.reset();
+    return form;
+  };
+  for (auto saved_grid : grids)
+    for (auto run_grid : grids) {
+      CAPTURE(id(saved_grid));
+      CAPTURE(id(run_grid));
+      cairn::checkpoint_metadata ruled;
+      ruled.shard_names = {"weights", "exp_avg"};
+      ruled.rules = rules_of(saved_grid.tp, saved_grid.pp, saved_grid.dp, saved_grid.zero);
+      cairn::run_layout run;
+      run.shard_names = ruled.shard_names;
+      run.rules = rules_of(run_grid.tp, run_grid.pp, run_grid.dp, run_grid.zero);
+      auto listed = enumerated(ruled);
+      auto run_listed = enumerated(run);
+      auto from_rules = cairn::plan_load(ruled, {}, run), from_layouts = cairn::plan_load(listed, {}, run_listed);
+      CHECK(cairn::to_json(from_rules) == cairn::to_json(from_layouts));
+      CHECK(from_rules.problems.empty());
+      CHECK(from_rules.same_layout == (id(saved_grid) == id(run_grid)));
+      // Mixed forms agree too.
+      CHECK(cairn::to_json(cairn::plan_load(ruled, {}, run_listed)) == cairn::to_json(from_layouts));
+      CHECK(cairn::to_json(cairn::plan_load(listed, {}, run)) == cairn::to_json(from_layouts));
+    }
+  // Rules of a run that are not valid are its problem, named.
+  cairn::run_layout odd;
+  odd.shard_names = {"weights", "exp_avg"};
+  odd.rules = rules_of(2, 1, 1, false);
+  odd.rules->parameters[2].split = cairn::tensor_split::columns; // a vector split by columns
+  auto plan = cairn::plan_load(distributed_save(2), {}, odd);
+  REQUIRE(plan.problems.size() == 1);
+  CHECK(plan.problems[0].find("the run: layout rules: 'norm'") != std::string::npos);
 }

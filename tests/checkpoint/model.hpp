@@ -161,6 +161,7 @@ inline cairn::model_state make(grid_scheme const& g, int rank, bool fill) {
   auto at = grid.coordinates(rank);
   cairn::model_state state;
   state.shard_names = shard_names;
+  state.grid = grid;
   auto const n = static_cast<std::int64_t>(parameters().size());
   for (std::size_t i = 0; i < parameters().size(); ++i) {
     auto const& spec = parameters()[i];

@@ -36,6 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   try {
     auto metadata = cairn::parse_checkpoint_metadata(cairn::parse_json(text), "fuzz-input");
     (void)cairn::tiling_problems(metadata.ranks);
+    if (metadata.world_size() > 0) (void)metadata.layout_of(metadata.world_size() - 1); // under rules: expanded
     (void)cairn::tiling_problems({cairn::rank_layout{metadata.parameters}});
   } catch (cairn::error const&) {
   }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cairn {
@@ -38,6 +39,12 @@ struct layout_rules {
   std::int64_t pipeline = 1;
   std::int64_t data = 1;
   std::vector<parameter_rule> parameters; ///< in the order each rank lists those it holds
+
+  /// The ranks of the grid; 0 when a size is outside 1 to 2^20 (rules `check_rules` refuses).
+  [[nodiscard]] std::int64_t world_size() const noexcept {
+    auto valid = [](std::int64_t n) { return n >= 1 && n <= (std::int64_t{1} << 20); };
+    return valid(tensor) && valid(pipeline) && valid(data) ? tensor * pipeline * data : 0;
+  }
 };
 BOOST_DESCRIBE_STRUCT(layout_rules, (), (tensor, pipeline, data, parameters))
 
@@ -57,12 +64,45 @@ CAIRN_DECL std::optional<layout_rules> infer_rules(std::vector<rank_layout> cons
 /// Rank `rank`'s layout under `rules`.
 CAIRN_DECL rank_layout expand_rank(layout_rules const& rules, int rank);
 
+/// Checks `rules` as `expand_rules` does, without expanding them: what a reader that plans from
+/// the rules alone (a load, `plan_load`) relies on. A checkpoint_error (invalid_state) naming the
+/// rule. Every valid rule tiles its parameter by construction (`place_on_grid`).
+CAIRN_DECL void check_rules(layout_rules const& rules);
+
 /// Every rank's layout under `rules`. A checkpoint_error (invalid_state) naming the rule when
 /// the rules are not valid: a grid size below 1, a stage outside the pipeline, a shape that
 /// does not split as asked, a name of more than 4096 characters or a shape of more than 64
 /// dimensions, more holdings than `max_rule_holdings` or more memory than
 /// `max_rule_expansion_bytes`.
 CAIRN_DECL std::vector<rank_layout> expand_rules(layout_rules const& rules);
+
+namespace detail {
+/// The grid of `rules`, in Megatron's order (the only one rules describe).
+CAIRN_DECL comm::parallel_grid grid_of(layout_rules const& rules);
+
+/// What the rank at `at` of a grid of `sizes` (its tensor, pipeline and data sizes; its rules
+/// ignored) can tell of the rules alone, from its own layout: one rule per parameter it holds,
+/// in its order, its stage the rank's, when `place_on_grid` gives it each holding exactly;
+/// nothing otherwise (a holding no grid split gives, a name held twice).
+CAIRN_DECL std::optional<std::vector<parameter_rule>> rules_of_rank(rank_layout const& held, layout_rules const& sizes,
+                                                                    comm::grid_coordinates const& at);
+
+/// Calls `f(rank, placement)` for every holding of the parameter of `rule` under `rules`, in
+/// rank order (Megatron's: tensor fastest, then data, then pipeline): the tensor x data ranks of
+/// its stage, nothing copied but each placement.
+template <class F> void each_holding(layout_rules const& rules, parameter_rule const& rule, F&& f) {
+  for (std::int64_t d = 0; d < rules.data; ++d)
+    for (std::int64_t t = 0; t < rules.tensor; ++t)
+      f(static_cast<int>(t + rules.tensor * (d + rules.data * rule.stage)),
+        place_on_grid(rule.shape, rule.split, static_cast<int>(t), static_cast<int>(rules.tensor), static_cast<int>(d),
+                      static_cast<int>(rules.data), rule.zero ? 1 : 0));
+}
+
+/// Every holding of the parameter of `rule` under `rules`, with the rank that holds it, in rank
+/// order: the tensor x data ranks of its stage.
+CAIRN_DECL std::vector<std::pair<int, parameter_layout>> holdings_of(layout_rules const& rules,
+                                                                     parameter_rule const& rule);
+} // namespace detail
 
 } // namespace cairn
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,20 @@ struct run_layout {
   std::vector<rank_layout> ranks;                  ///< what each rank of the run holds
   bool model_weights = true;                       ///< the load asks for the weights
   bool optimizer_state = true;                     ///< and for the other shards
+  /// Instead of `ranks`: the rules of the run's grid (`infer_rules`), O(parameters) for any
+  /// number of ranks. A plan from them never expands every rank's layout at once.
+  std::optional<layout_rules> rules;
+
+  /// The ranks of the run.
+  [[nodiscard]] std::int64_t world_size() const noexcept {
+    return rules ? rules->world_size() : static_cast<std::int64_t>(ranks.size());
+  }
+  /// What rank `rank` holds (of `ranks`, or computed from `rules`).
+  [[nodiscard]] rank_layout layout_of(std::int64_t rank) const {
+    return rules ? expand_rank(*rules, static_cast<int>(rank)) : ranks.at(static_cast<std::size_t>(rank));
+  }
 };
-BOOST_DESCRIBE_STRUCT(run_layout, (), (shard_names, ranks, model_weights, optimizer_state))
+BOOST_DESCRIBE_STRUCT(run_layout, (), (shard_names, ranks, model_weights, optimizer_state, rules))
 
 /// Bytes a rank would read from one file of the checkpoint.
 struct planned_read {

@@ -47,9 +47,11 @@ BOOST_DEFINE_ENUM_CLASS(replica_writer_rule,
 struct checkpoint_metadata {
   checkpoint_format format = checkpoint_format::distributed;
   std::string version = checkpoint_metadata_version;
-  std::string save_id;                      ///< unique to the save; every file of it records it
-  std::vector<std::string> shard_names;     ///< the state shards saved, weights first
-  std::vector<rank_layout> ranks;           ///< distributed: what each rank saved
+  std::string save_id;                  ///< unique to the save; every file of it records it
+  std::vector<std::string> shard_names; ///< the state shards saved, weights first
+  /// Distributed: what each rank saved, where no `rules` stand for it (empty where they do:
+  /// `world_size()`, `layout_of(rank)` and `layouts()` read either).
+  std::vector<rank_layout> ranks;
   std::vector<parameter_layout> parameters; ///< state_dict: every parameter, whole
   boost::json::value config;                ///< the saving program's config
   boost::json::value metadata;              ///< the caller's: optimizer step, loss, …
@@ -59,9 +61,19 @@ struct checkpoint_metadata {
   std::optional<std::int64_t> iteration;
   /// Which rank writes each replicated parameter (a distributed save).
   replica_writer_rule replica_writers = replica_writer_rule::balanced;
-  /// A distributed save's `ranks` as the rules of its grid, where they are a grid's: what
-  /// metadata.json stores instead of `ranks` (version 4 on). Read, `ranks` is expanded from it.
+  /// A distributed save's layouts as the rules of its grid, where they are a grid's: what
+  /// metadata.json stores instead of `ranks` (version 4 on). Read, they are kept as they are
+  /// (checked, not expanded): a load plans from them, each rank computing what it reads.
   std::optional<layout_rules> rules;
+
+  /// The ranks that saved a distributed checkpoint: of `ranks`, or of the grid of `rules`.
+  [[nodiscard]] CAIRN_DECL std::int64_t world_size() const noexcept;
+  /// What rank `rank` saved (O(its parameters) under rules); a checkpoint_error (invalid_state)
+  /// for a rank the save does not have.
+  [[nodiscard]] CAIRN_DECL rank_layout layout_of(std::int64_t rank) const;
+  /// What every rank saved: `ranks`, or `rules` expanded (within `expand_rules`' bounds), for
+  /// the tools that go through every rank's file (verify, convert).
+  [[nodiscard]] CAIRN_DECL std::vector<rank_layout> layouts() const;
 };
 BOOST_DESCRIBE_STRUCT(checkpoint_metadata, (),
                       (format, version, save_id, shard_names, ranks, parameters, config, metadata, replica_writers,
@@ -99,6 +111,29 @@ struct replica_writers {
 /// rank), so that every rank writes about as much. Computed from the layouts alone, alike on
 /// every rank and when loading.
 CAIRN_DECL replica_writers replica_writers_of(std::vector<rank_layout> const& ranks, replica_writer_rule rule);
+
+/// The writer of each replica set of the layouts `rules` give, as `replica_writers_of` would
+/// find it in `expand_rules(rules)`, for the sets of pipeline stage `stage` alone: a set never
+/// spans stages, and where the balanced rule puts a set depends only on the sets of its own
+/// stage before it, so that each rank computes its stage's writers from the rules in O(the
+/// stage's rules x its tensor x data ranks), without any other stage's or rank's layout.
+CAIRN_DECL replica_writers replica_writers_of(layout_rules const& rules, std::int64_t stage, replica_writer_rule rule);
+
+/// The replica writers of the save `metadata` describes (which it must outlive), as its readers
+/// ask for them: of its enumerated layouts all at once; under rules, a pipeline stage's when one
+/// of its parameters is first asked for.
+class saved_writers {
+public:
+  CAIRN_DECL explicit saved_writers(checkpoint_metadata const& metadata);
+  /// The rank whose file holds replicated shard `shard` of `name`; -1 when no rank holds it so.
+  [[nodiscard]] CAIRN_DECL int of(std::string const& name, shard_layout const& shard);
+
+private:
+  checkpoint_metadata const* metadata_;
+  replica_writers all_;                                       // of enumerated layouts
+  std::map<std::string, std::int64_t, std::less<>> stage_of_; // under rules: each parameter's stage
+  std::map<std::int64_t, replica_writers> stages_;            // under rules: those asked for so far
+};
 
 /// `parse_checkpoint_metadata`, its errors config_errors.
 /// With `rank_files` (the ranks whose files the checkpoint's directory holds: the highest

@@ -63,7 +63,9 @@ struct closing_file {
   std::string text;
 };
 
-/// What a save writes, decided on every rank alike before any byte moves.
+/// What a save writes, decided on every rank alike before any byte moves. A distributed save
+/// whose layouts are a grid's rules (`model_state::grid`) is planned by each rank alone for its
+/// own file: its `files` list that one, `ranks` is empty, and its closing text is rank 0's.
 struct save_plan {
   checkpoint_format format = checkpoint_format::distributed;
   std::vector<planned_file> files;

@@ -2,7 +2,9 @@
 // cairn: requires libtorch
 
 #include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/layout_rules.hpp>
 #include <cairn/checkpoint/tensor.hpp>
+#include <cairn/comm/grid.hpp>
 #include <cairn/comm/ref.hpp>
 #include <cairn/detail/decl.hpp>
 #include <cairn/error.hpp>
@@ -11,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -37,6 +40,12 @@ struct model_state {
   /// another world size gives none, with a warning: what they mean on another number of ranks
   /// is their owner's concern. The whole-tensor formats do not store them.
   std::map<std::string, std::string> items;
+  /// The grid that placed the parameters (`place_on_grid`), where one did; Megatron's order. A
+  /// distributed save then agrees on the grid's rules, each rank deriving its stage's from its
+  /// own layout, instead of exchanging every rank's layout: a few hundred bytes a rank, and no
+  /// rank holds another's layouts. Without it, or where the layouts are not the grid's, every
+  /// rank's layout is exchanged, as always.
+  std::optional<comm::parallel_grid> grid;
 
   [[nodiscard]] CAIRN_DECL rank_layout layout() const;
 
@@ -55,11 +64,22 @@ namespace detail {
 /// it again and again (a checkpoint manager, a checkpointer): a save whose layouts are those of
 /// the last is agreed in one all-reduce of 40 bytes instead of exchanging them.
 struct layout_exchange {
-  std::vector<rank_layout> ranks;
+  std::vector<rank_layout> ranks; ///< every rank's layout, unless `rules` stand for them
+  /// The rules of the ranks' grid, where their layouts are one's (`model_state::grid`): on rank
+  /// 0 every stage's, on the others their own stage's (all a rank needs to plan its file).
+  std::optional<layout_rules> rules;
   std::uint64_t mine = 0; ///< the hash of this rank's layout then
   std::uint64_t all = 0;  ///< the hash of every rank's, alike on every rank
   bool checked = false;   ///< whether a save found that they tile every parameter
 };
+
+/// The ranks' layouts for a distributed save: the rules of their grid where `state.grid` places
+/// them (each rank derives its stage's rules from its own layout; two all-reduces of a few int64
+/// a stage agree that every rank of a stage derived the same; one rank a stage sends them to
+/// rank 0, which alone needs them all, for metadata.json), every rank's layout otherwise
+/// (`all_rank_layouts`). Collective. `reuse` as `all_rank_layouts` says.
+CAIRN_DECL layout_exchange agree_layouts(model_state const& state, comm::communicator_ref comm,
+                                         layout_exchange* reuse = nullptr);
 
 /// Every rank's layout of its state, in rank order, on every rank. Collective. With `reuse`,
 /// the layouts `reuse` kept when every rank's layout is the one it had then and every rank kept

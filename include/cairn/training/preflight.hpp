@@ -6,6 +6,8 @@
 
 #include <cairn/checkpoint/config.hpp>
 #include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/layout_rules.hpp>
+#include <cairn/checkpoint/metadata.hpp>
 #include <cairn/detail/decl.hpp>
 #include <cairn/io/dtype.hpp>
 #include <cairn/training/save_policy.hpp>
@@ -23,6 +25,12 @@ namespace cairn {
 /// Bytes a distributed save of these layouts writes: every rank's shards, replicated parameters
 /// once.
 CAIRN_DECL std::uint64_t distributed_bytes(std::vector<rank_layout> const& ranks, std::size_t shards);
+
+/// The same for the layouts of the grid `rules` describe: each parameter whole, once.
+CAIRN_DECL std::uint64_t distributed_bytes(layout_rules const& rules, std::size_t shards);
+
+/// The same for the save `metadata` describes (its layouts or its rules), its shards saved.
+CAIRN_DECL std::uint64_t distributed_bytes(checkpoint_metadata const& metadata);
 
 /// Bytes of a save of whole tensors (state_dict, external) of the parameters `layout` lists,
 /// as `save` asks (`shards` state shards held): every rank knows every parameter's whole shape,

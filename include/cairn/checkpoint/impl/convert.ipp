@@ -38,6 +38,10 @@ namespace cairn {
 CAIRN_DECL detail::checkpoint_reader::checkpoint_reader(checkpoint_load_metadata_config const& input) : input_(input) {
   if (input.format == checkpoint_format::distributed) {
     metadata_ = read_checkpoint_metadata(formats::metadata_file(input.path));
+    if (metadata_.rules) { // a conversion goes through every rank's file: every rank's layout
+      metadata_.ranks = metadata_.layouts();
+      metadata_.rules.reset();
+    }
     auto writers = replica_writers_of(metadata_.ranks, metadata_.replica_writers);
     for (std::size_t r = 0; r < metadata_.ranks.size(); ++r)
       for (auto const& p : metadata_.ranks[r].parameters) {

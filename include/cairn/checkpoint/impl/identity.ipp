@@ -43,8 +43,8 @@ CAIRN_DECL std::map<std::string, std::string> identity_metadata(checkpoint_metad
   std::map<std::string, std::string> out{{formats::save_id_key, metadata.save_id}};
   if (!rank) return out;
   out[formats::rank_key] = std::to_string(*rank);
-  out[formats::world_size_key] = std::to_string(metadata.ranks.size());
-  out[formats::layout_key] = layout_checksum(metadata.ranks.at(static_cast<std::size_t>(*rank)));
+  out[formats::world_size_key] = std::to_string(metadata.world_size());
+  out[formats::layout_key] = layout_checksum(metadata.layout_of(*rank));
   return out;
 }
 
@@ -72,11 +72,11 @@ CAIRN_DECL std::optional<std::string> identity_problem(io::safetensors_file cons
   if (!rank) return std::nullopt;
   if (recorded(formats::rank_key) != std::to_string(*rank))
     return "is rank " + recorded(formats::rank_key) + "'s file, in rank " + std::to_string(*rank) + "'s place";
-  if (recorded(formats::world_size_key) != std::to_string(metadata.ranks.size()))
+  if (recorded(formats::world_size_key) != std::to_string(metadata.world_size()))
     return "was written by one of " + recorded(formats::world_size_key) + " ranks, the metadata lists " +
-           std::to_string(metadata.ranks.size());
-  if (static_cast<std::size_t>(*rank) >= metadata.ranks.size() ||
-      recorded(formats::layout_key) != layout_checksum(metadata.ranks[static_cast<std::size_t>(*rank)]))
+           std::to_string(metadata.world_size());
+  if (*rank < 0 || *rank >= metadata.world_size() ||
+      recorded(formats::layout_key) != layout_checksum(metadata.layout_of(*rank)))
     return "was written for another layout than metadata.json gives rank " + std::to_string(*rank);
   return std::nullopt;
 }

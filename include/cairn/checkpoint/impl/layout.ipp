@@ -109,6 +109,67 @@ CAIRN_DECL std::vector<copy_run> overlap(std::vector<std::uint64_t> const& shape
   return runs;
 }
 
+namespace detail {
+/// overlap_count of two shards of a matrix, at least one a flat slice of its box, in O(1): a
+/// flat slice covers whole rows of its box but for its first and last, so that the rows of the
+/// two boxes' intersection are those both cover whole (each the intersection's width), a few
+/// edge rows counted one by one, and rows neither covers.
+inline std::uint64_t matrix_overlap_count(shard_layout const& a, shard_layout const& b) {
+  auto r0 = std::max(a.offsets[0], b.offsets[0]),
+       r1 = std::min(a.offsets[0] + a.lengths[0], b.offsets[0] + b.lengths[0]);
+  auto c0 = std::max(a.offsets[1], b.offsets[1]),
+       c1 = std::min(a.offsets[1] + a.lengths[1], b.offsets[1] + b.lengths[1]);
+  if (r1 <= r0 || c1 <= c0) return 0;
+  struct rows_of {
+    std::uint64_t touched_begin, touched_end; // the rows (of the matrix) the slice has elements in
+    std::uint64_t whole_begin, whole_end;     // the rows it holds whole
+  };
+  auto covered = [](shard_layout const& s) -> rows_of {
+    auto width = s.lengths[1];
+    auto range = s.flat.value_or(flat_range{0, s.box_numel()});
+    if (width == 0 || range.end <= range.begin) return {0, 0, 0, 0};
+    auto first = range.begin / width, last = (range.end - 1) / width; // rows of the box
+    auto whole_first = range.begin % width == 0 ? first : first + 1;
+    auto whole_end = range.end % width == 0 ? last + 1 : last;
+    return {s.offsets[0] + first, s.offsets[0] + last + 1, s.offsets[0] + whole_first,
+            s.offsets[0] + std::max(whole_end, whole_first)};
+  };
+  // The columns of row `row` of the intersection that `s` holds: [low, high).
+  auto in_row = [&](shard_layout const& s, std::uint64_t row, std::uint64_t& low, std::uint64_t& high) {
+    auto width = s.lengths[1];
+    auto range = s.flat.value_or(flat_range{0, s.box_numel()});
+    auto start = (row - s.offsets[0]) * width; // the row's first element, in the box's order
+    auto from = range.begin > start ? range.begin - start : 0, to = range.end > start ? range.end - start : 0;
+    low = std::max(low, s.offsets[1] + std::min(from, width));
+    high = std::min(high, s.offsets[1] + std::min(to, width));
+  };
+  auto ra = covered(a), rb = covered(b);
+  auto lo = std::max({r0, ra.touched_begin, rb.touched_begin});
+  auto hi = std::min({r1, ra.touched_end, rb.touched_end});
+  if (hi <= lo) return 0;
+  auto whole_lo = std::max({lo, ra.whole_begin, rb.whole_begin});
+  auto whole_hi = std::min({hi, ra.whole_end, rb.whole_end});
+  std::uint64_t count = whole_hi > whole_lo ? (whole_hi - whole_lo) * (c1 - c0) : 0;
+  auto partly = [&](std::uint64_t row) {
+    std::uint64_t low = c0, high = c1;
+    in_row(a, row, low, high);
+    in_row(b, row, low, high);
+    return high > low ? high - low : 0;
+  };
+  // The rows in [lo, hi) outside [whole_lo, whole_hi): the first and last rows of either slice,
+  // at most four, or every row when no row is whole in both.
+  if (whole_hi <= whole_lo) {
+    whole_lo = whole_hi = lo;
+  }
+  std::uint64_t edges[] = {ra.touched_begin, ra.touched_end - 1, rb.touched_begin, rb.touched_end - 1};
+  std::sort(std::begin(edges), std::end(edges));
+  auto* end = std::unique(std::begin(edges), std::end(edges));
+  for (auto* row = std::begin(edges); row != end; ++row)
+    if (*row >= lo && *row < hi && (*row < whole_lo || *row >= whole_hi)) count += partly(*row);
+  return count;
+}
+} // namespace detail
+
 CAIRN_DECL std::uint64_t overlap_count(std::vector<std::uint64_t> const& shape, shard_layout const& a,
                                        shard_layout const& b) {
   std::uint64_t box = 1, rows = 1;
@@ -126,6 +187,7 @@ CAIRN_DECL std::uint64_t overlap_count(std::vector<std::uint64_t> const& shape, 
     auto low = std::max(ra.begin, rb.begin), high = std::min(ra.end, rb.end);
     return high > low ? high - low : 0;
   }
+  if (shape.size() == 2) return detail::matrix_overlap_count(a, b);
   if (rows > (std::uint64_t{1} << 24)) return 0;
   std::uint64_t shared = 0;
   for (auto const& run : overlap(shape, a, b)) shared += run.length;

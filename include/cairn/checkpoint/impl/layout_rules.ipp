@@ -7,10 +7,14 @@
 #include <cairn/comm/grid.hpp>
 #include <cairn/error.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cairn {
@@ -95,7 +99,7 @@ CAIRN_DECL rank_layout expand_rank(layout_rules const& rules, int rank) {
   return out;
 }
 
-CAIRN_DECL std::vector<rank_layout> expand_rules(layout_rules const& rules) {
+CAIRN_DECL void check_rules(layout_rules const& rules) {
   auto invalid = [](std::string const& what) {
     return checkpoint_error(checkpoint_errc::invalid_state, "layout rules: " + what);
   };
@@ -103,9 +107,8 @@ CAIRN_DECL std::vector<rank_layout> expand_rules(layout_rules const& rules) {
   for (auto [size, name] :
        {std::pair{rules.tensor, "tensor"}, std::pair{rules.pipeline, "pipeline"}, std::pair{rules.data, "data"}})
     if (size < 1 || size > most_ranks) throw invalid(std::string(name) + " is " + std::to_string(size));
-  auto world = rules.tensor * rules.pipeline * rules.data;
-  if (world > most_ranks) throw invalid("a grid of " + std::to_string(world) + " ranks");
-  std::uint64_t holdings = 0, bytes = 0; // bytes: about what the expanded layouts take in memory
+  if (rules.world_size() > most_ranks) throw invalid("a grid of " + std::to_string(rules.world_size()) + " ranks");
+  std::set<std::string_view> names;
   for (auto const& rule : rules.parameters) {
     if (rule.name.size() > 4096 || rule.shape.size() > 64)
       throw invalid("'" + rule.name.substr(0, 64) + "': a name of " + std::to_string(rule.name.size()) +
@@ -117,6 +120,20 @@ CAIRN_DECL std::vector<rank_layout> expand_rules(layout_rules const& rules) {
     if (rule.split != tensor_split::none && rule.shape.size() <= (rule.split == tensor_split::rows ? 0u : 1u))
       throw invalid("'" + rule.name + "': a tensor of " + std::to_string(rule.shape.size()) + " dimensions split by " +
                     (rule.split == tensor_split::rows ? "rows" : "columns"));
+    std::uint64_t elements = 1;
+    for (auto d : rule.shape)
+      if (__builtin_mul_overflow(elements, d, &elements)) throw invalid("'" + rule.name + "': more than 2^64 elements");
+    if (!names.insert(rule.name).second) throw invalid("'" + rule.name + "': listed twice (a rule a parameter)");
+  }
+}
+
+CAIRN_DECL std::vector<rank_layout> expand_rules(layout_rules const& rules) {
+  auto invalid = [](std::string const& what) {
+    return checkpoint_error(checkpoint_errc::invalid_state, "layout rules: " + what);
+  };
+  check_rules(rules);
+  std::uint64_t holdings = 0, bytes = 0; // bytes: about what the expanded layouts take in memory
+  for (auto const& rule : rules.parameters) {
     auto copies = static_cast<std::uint64_t>(rules.tensor * rules.data);
     holdings += copies;
     bytes += copies * (160 + rule.name.size() + 24 * rule.shape.size());
@@ -127,9 +144,43 @@ CAIRN_DECL std::vector<rank_layout> expand_rules(layout_rules const& rules) {
   if (bytes > max_rule_expansion_bytes)
     throw invalid("they expand to about " + std::to_string(bytes >> 20) + " MiB of layouts, more than a reader " +
                   "expands (" + std::to_string(max_rule_expansion_bytes >> 20) + " MiB)");
+  auto world = rules.world_size();
   std::vector<rank_layout> out;
   out.reserve(static_cast<std::size_t>(world));
   for (std::int64_t r = 0; r < world; ++r) out.push_back(expand_rank(rules, static_cast<int>(r)));
+  return out;
+}
+
+CAIRN_DECL comm::parallel_grid detail::grid_of(layout_rules const& rules) {
+  return comm::parallel_grid(static_cast<int>(rules.tensor), static_cast<int>(rules.pipeline),
+                             static_cast<int>(rules.data), static_cast<int>(rules.world_size()));
+}
+
+CAIRN_DECL std::optional<std::vector<parameter_rule>>
+detail::rules_of_rank(rank_layout const& held, layout_rules const& sizes, comm::grid_coordinates const& at) {
+  std::vector<parameter_rule> out;
+  std::set<std::string_view> names;
+  for (auto const& h : held.parameters) {
+    auto rule = rule_of(h, at);
+    if (!rule || !names.insert(h.name).second) return std::nullopt;
+    try {
+      if (rule_holding(sizes, *rule, at) != h) return std::nullopt;
+    } catch (error const&) { // a shape the grid cannot split so
+      return std::nullopt;
+    }
+    out.push_back(std::move(*rule));
+  }
+  return out;
+}
+
+CAIRN_DECL std::vector<std::pair<int, parameter_layout>> detail::holdings_of(layout_rules const& rules,
+                                                                             parameter_rule const& rule) {
+  std::vector<std::pair<int, parameter_layout>> out;
+  out.reserve(static_cast<std::size_t>(rules.tensor * rules.data));
+  each_holding(rules, rule, [&](int rank, placement&& place) {
+    out.emplace_back(rank,
+                     parameter_layout{rule.name, rule.shape, rule.dtype, place.replicated, std::move(place.shard)});
+  });
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <cairn/checkpoint/detail/save_files.hpp>
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/format_files.hpp>
+#include <cairn/checkpoint/layout_rules.hpp>
 #include <cairn/checkpoint/load_plan.hpp>
 #include <cairn/error.hpp>
 #include <cairn/io/dtype.hpp>
@@ -19,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,14 +34,53 @@ struct holding {
   parameter_layout const* layout;
 };
 
-/// Where each saved parameter is, by name, in rank order; a state_dict's whole tensors as rank -1.
-inline std::map<std::string, std::vector<holding>> saved_holdings(checkpoint_metadata const& saved) {
-  std::map<std::string, std::vector<holding>> out;
-  for (std::size_t r = 0; r < saved.ranks.size(); ++r)
-    for (auto const& p : saved.ranks[r].parameters) out[p.name].push_back({static_cast<int>(r), &p});
-  for (auto const& p : saved.parameters) out[p.name].push_back({-1, &p});
-  return out;
-}
+/// The holdings of each parameter by name, from enumerated layouts (indexed once) or from
+/// rules (computed for one parameter at a time, O(its holders)): every rank's holdings are never
+/// expanded at once.
+class holdings_by_name {
+public:
+  holdings_by_name(std::vector<rank_layout> const& ranks, std::vector<parameter_layout> const& whole,
+                   std::optional<layout_rules> const& rules)
+      : rules_(rules ? &*rules : nullptr) {
+    if (rules_) {
+      for (auto const& rule : rules_->parameters) ruled_.emplace(rule.name, &rule);
+      return;
+    }
+    for (std::size_t r = 0; r < ranks.size(); ++r)
+      for (auto const& p : ranks[r].parameters) listed_[p.name].push_back({static_cast<int>(r), &p});
+    for (auto const& p : whole) listed_[p.name].push_back({-1, &p});
+  }
+
+  /// Every parameter's name, in name order.
+  [[nodiscard]] std::vector<std::string_view> names() const {
+    std::vector<std::string_view> out;
+    if (rules_)
+      for (auto const& [name, rule] : ruled_) out.push_back(name);
+    else
+      for (auto const& [name, held] : listed_) out.push_back(name);
+    return out;
+  }
+
+  /// The holdings of `name`, in rank order (empty when none holds it); under rules they live in
+  /// `storage`, replaced.
+  std::vector<holding> of(std::string_view name, std::vector<std::pair<int, parameter_layout>>& storage) const {
+    std::vector<holding> out;
+    if (rules_) {
+      auto found = ruled_.find(name);
+      if (found == ruled_.end()) return out;
+      storage = holdings_of(*rules_, *found->second);
+      for (auto const& [r, p] : storage) out.push_back({r, &p});
+    } else if (auto found = listed_.find(name); found != listed_.end()) {
+      out = found->second;
+    }
+    return out;
+  }
+
+private:
+  layout_rules const* rules_;
+  std::map<std::string_view, parameter_rule const*> ruled_;
+  std::map<std::string_view, std::vector<holding>> listed_;
+};
 
 /// The run's shards the load covers (the weights first, the rest with optimizer_state), and the
 /// problems of the shard lists: one the run loads that the save lacks, or one the save holds
@@ -72,57 +113,24 @@ inline std::vector<std::string> loaded_shards(checkpoint_metadata const& saved, 
   return out;
 }
 
-/// Whether the run's ranks hold exactly what the same ranks saved.
+/// Whether the run's ranks hold exactly what the same ranks saved: the same rules, or each
+/// rank's layout alike (one rank's at a time).
 inline bool same_layout(checkpoint_metadata const& saved, run_layout const& run) {
-  return saved.format == checkpoint_format::distributed && saved.ranks.size() == run.ranks.size() &&
-         std::equal(saved.ranks.begin(), saved.ranks.end(), run.ranks.begin());
-}
-
-/// Parameters some rank of the run holds otherwise than the same rank saved them.
-inline std::vector<std::string> resharded(checkpoint_metadata const& saved, run_layout const& run) {
-  std::set<std::string> out;
-  auto layouts_of = [](std::vector<rank_layout> const& ranks, std::size_t r) {
-    std::map<std::string, parameter_layout const*> held;
-    if (r < ranks.size())
-      for (auto const& p : ranks[r].parameters) held.emplace(p.name, &p);
-    return held;
-  };
-  for (std::size_t r = 0; r < std::max(saved.ranks.size(), run.ranks.size()); ++r) {
-    auto before = layouts_of(saved.ranks, r), after = layouts_of(run.ranks, r);
-    for (auto const& [name, p] : after)
-      if (!before.contains(name) || !(*before.at(name) == *p)) out.insert(name);
-    for (auto const& [name, p] : before)
-      if (!after.contains(name)) out.insert(name);
-  }
-  return {out.begin(), out.end()};
-}
-
-/// What a load would look for in one file: the tensors, their elements and type.
-struct file_needs {
-  int rank = -1; ///< the saving rank of a rank file; -1 for a state_dict file
-  std::map<std::string, std::pair<std::uint64_t, io::dtype>> tensors;
-};
-using needs_by_file = std::map<std::string, file_needs>;
-
-/// The file of a saved holding of tensor `tensor`, or nothing (reported) when the index lacks it.
-inline std::string file_of(holding const& h, std::string const& tensor,
-                           std::map<std::string, std::string> const& weight_map, load_plan& plan) {
-  if (h.rank >= 0) return formats::rank_file({}, h.rank).string();
-  auto found = weight_map.find(tensor);
-  if (found != weight_map.end()) return found->second;
-  plan.problems.push_back(tensor + ": not in the index's weight map");
-  return {};
+  if (saved.format != checkpoint_format::distributed || saved.world_size() != run.world_size()) return false;
+  if (saved.rules && run.rules && to_json(*saved.rules) == to_json(*run.rules)) return true;
+  for (std::int64_t r = 0; r < run.world_size(); ++r)
+    if (saved.layout_of(r) != run.layout_of(r)) return false;
+  return true;
 }
 
 /// The holdings of a parameter a load reads from (each replica set's writer alone), sorted by
 /// the span of the tensor they lie in, so that finding those a live shard meets is a search, not
 /// a scan of every rank.
 struct sources {
-  std::vector<std::uint64_t> shape; ///< as the first holder saved it
   std::vector<std::pair<flat_range, holding>> by_span;
   std::vector<std::uint64_t> reach; ///< the largest span end up to each
 
-  sources(std::vector<holding> const& all, replica_writers const& writers) : shape(all.front().layout->shape) {
+  sources(std::vector<holding> const& all, saved_writers& writers) {
     for (auto const& h : all) {
       auto const& p = *h.layout;
       if (p.shard.problem(p.shape)) continue; // reported by the tiling check
@@ -146,6 +154,16 @@ struct sources {
   }
 };
 
+/// What a load would look for in one file: the tensors, their elements and type.
+struct file_needs {
+  int rank = -1; ///< the saving rank of a rank file; -1 for a state_dict file
+  std::map<std::string, std::pair<std::uint64_t, io::dtype>> tensors;
+};
+using needs_by_file = std::map<std::string, file_needs>;
+
+/// Bytes a rank reads from each file, by name (the reader's names, or the weight map's).
+using file_bytes = std::map<std::string_view, std::uint64_t>;
+
 /// What rank `r`'s holding `live` of a parameter reads, into `files` (bytes) and `needs`.
 struct reader {
   std::vector<std::string> const& shards;
@@ -153,69 +171,156 @@ struct reader {
   bool same;
   load_plan& plan;
   needs_by_file* needs;
+  std::map<int, std::string> rank_files{}; // the names of those met so far
 
-  void add(int r, parameter_layout const& live, sources const& from, std::map<std::string, std::uint64_t>& files) {
+  /// The file of holding `h` of tensor `tensor`.
+  std::string const& file_of(holding const& h, std::string const& tensor) {
+    if (h.rank >= 0) {
+      auto [at, added] = rank_files.try_emplace(h.rank);
+      if (added) at->second = formats::rank_file({}, h.rank).string();
+      return at->second;
+    }
+    static std::string const none;
+    auto found = weight_map.find(tensor);
+    if (found != weight_map.end()) return found->second;
+    plan.problems.push_back(tensor + ": not in the index's weight map");
+    return none;
+  }
+
+  /// `count` elements of holding `h` of `live`, read by one rank into `files`.
+  void read(holding const& h, parameter_layout const& live, std::uint64_t count, file_bytes& files) {
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(count, io::size_of(h.layout->dtype), &bytes)) {
+      plan.problems.push_back(live.name + ": more than 2^64 bytes to read");
+      return;
+    }
+    if (h.rank >= 0 && !needs) { // a rank file holds every shard's tensor: one sum
+      auto const& file = file_of(h, {});
+      std::uint64_t all = 0;
+      if (__builtin_mul_overflow(bytes, shards.size(), &all) || __builtin_add_overflow(files[file], all, &files[file]))
+        plan.problems.push_back(live.name + ": more than 2^64 bytes to read from " + std::string(file));
+      return;
+    }
+    for (auto const& shard : shards) {
+      auto tensor = tensor_name(live.name, shard);
+      auto const& file = file_of(h, tensor);
+      if (file.empty()) continue;
+      if (__builtin_add_overflow(files[file], bytes, &files[file]))
+        plan.problems.push_back(live.name + ": more than 2^64 bytes to read from " + file);
+      if (!needs) continue;
+      auto& need = (*needs)[file];
+      need.rank = h.rank;
+      need.tensors[tensor] = {h.layout->shard.numel(), h.layout->dtype};
+    }
+  }
+
+  void add(int r, parameter_layout const& live, sources const& from, file_bytes& files) {
     for (auto const& h : from.meeting(span_of(live.shape, live.shard))) {
       if (same && !h.layout->replicated && h.rank != r) continue; // the saving layout: its own file
       auto count = overlap_count(live.shape, h.layout->shard, live.shard);
       if (count == 0) continue;
-      std::uint64_t bytes = 0;
-      if (__builtin_mul_overflow(count, io::size_of(h.layout->dtype), &bytes)) {
-        plan.problems.push_back(live.name + ": more than 2^64 bytes to read");
-        continue;
-      }
-      for (auto const& shard : shards) {
-        auto tensor = tensor_name(live.name, shard);
-        auto file = file_of(h, tensor, weight_map, plan);
-        if (file.empty()) continue;
-        if (__builtin_add_overflow(files[file], bytes, &files[file]))
-          plan.problems.push_back(live.name + ": more than 2^64 bytes to read from " + file);
-        if (!needs) continue;
-        auto& need = (*needs)[file];
-        need.rank = h.rank;
-        need.tensors[tensor] = {h.layout->shard.numel(), h.layout->dtype};
-      }
+      read(h, live, count, files);
     }
   }
 };
 
-/// The dry run, and what it would look for in each file when `needs` is given.
+/// The dry run, and what it would look for in each file when `needs` is given. Parameter after
+/// parameter: each one's saved holdings and the run's, so that under rules no more than one
+/// parameter's holders are in memory at once.
 inline load_plan plan(checkpoint_metadata const& saved, std::map<std::string, std::string> const& weight_map,
                       run_layout const& run, needs_by_file* needs) {
   load_plan out;
   out.format = saved.format;
   auto shards = loaded_shards(saved, run, out);
-  for (auto const& problem : tiling_problems(saved.ranks)) out.problems.push_back("the checkpoint: " + problem);
-  for (auto const& problem : tiling_problems(run.ranks)) out.problems.push_back("the run: " + problem);
-  out.same_layout = same_layout(saved, run);
-  if (saved.format == checkpoint_format::distributed) out.resharded = resharded(saved, run);
-  auto writers = replica_writers_of(saved.ranks, saved.replica_writers);
-  std::map<std::string, sources> saved_sources;
-  for (auto const& [name, held] : saved_holdings(saved)) saved_sources.emplace(name, sources(held, writers));
-  reader read{shards, weight_map, out.same_layout, out, needs};
-  std::set<std::string> live, reported;
-  for (std::size_t r = 0; r < run.ranks.size(); ++r) {
-    std::map<std::string, std::uint64_t> files;
-    for (auto const& p : run.ranks[r].parameters) {
-      live.insert(p.name);
-      auto found = saved_sources.find(p.name);
-      if (found == saved_sources.end()) {
-        if (reported.insert(p.name).second) out.problems.push_back(p.name + ": missing from the checkpoint");
-        continue;
-      }
-      if (auto const& shape = found->second.shape; shape != p.shape) {
-        if (reported.insert(p.name).second)
-          out.problems.push_back(p.name + ": has shape " + shape_text(shape) + " in the checkpoint, " +
-                                 shape_text(p.shape) + " in the run");
-        continue;
-      }
-      if (!p.shard.problem(p.shape)) read.add(static_cast<int>(r), p, found->second, files);
+  if (!saved.rules)
+    for (auto const& problem : tiling_problems(saved.ranks)) out.problems.push_back("the checkpoint: " + problem);
+  if (run.rules) {
+    try {
+      check_rules(*run.rules);
+    } catch (error const& e) {
+      out.problems.push_back(std::string("the run: ") + e.what());
+      return out;
     }
-    auto& reads = out.reads.emplace_back();
-    for (auto const& [file, bytes] : files) reads.push_back({file, bytes});
+  } else {
+    for (auto const& problem : tiling_problems(run.ranks)) out.problems.push_back("the run: " + problem);
   }
-  for (auto const& [name, held] : saved_sources)
-    if (!live.contains(name)) out.problems.push_back(name + ": in the checkpoint but not in the run");
+  out.same_layout = same_layout(saved, run);
+  saved_writers writers(saved);
+  holdings_by_name saved_held(saved.ranks, saved.parameters, saved.rules);
+  holdings_by_name run_held(run.ranks, {}, run.rules);
+  reader read{shards, weight_map, out.same_layout, out, needs};
+  auto run_world = static_cast<std::size_t>(std::max<std::int64_t>(run.world_size(), 0));
+  std::vector<file_bytes> files(run_world);
+  std::vector<std::pair<int, parameter_layout>> saved_storage, run_storage, saved_whole;
+  std::set<std::string_view> live;
+  if (out.same_layout && run.rules && !needs) {
+    // Each rank reads its own holdings, a replicated one from its writer; the rules give them
+    // one at a time (the saved holdings are the same).
+    parameter_layout p;
+    for (auto const& rule : run.rules->parameters) {
+      p.name = rule.name;
+      p.shape = rule.shape;
+      p.dtype = rule.dtype;
+      each_holding(*run.rules, rule, [&](int rank, placement&& place) {
+        p.replicated = place.replicated;
+        p.shard = std::move(place.shard);
+        holding own{p.replicated ? writers.of(p.name, p.shard) : rank, &p};
+        if (own.rank >= 0) read.read(own, p, p.shard.numel(), files[static_cast<std::size_t>(rank)]);
+      });
+    }
+  }
+  for (auto name : out.same_layout&& run.rules && !needs ? std::vector<std::string_view>{} : run_held.names()) {
+    live.insert(name);
+    auto before = saved_held.of(name, saved_storage);
+    auto after = run_held.of(name, run_storage);
+    std::string named(name);
+    if (before.empty()) {
+      out.problems.push_back(named + ": missing from the checkpoint");
+      if (saved.format == checkpoint_format::distributed && !out.same_layout) out.resharded.push_back(named);
+      continue;
+    }
+    if (saved.format == checkpoint_format::distributed && !out.same_layout) {
+      // Resharded where some rank holds it otherwise than the same rank saved it.
+      bool alike = before.size() == after.size();
+      for (std::size_t i = 0; alike && i < before.size(); ++i)
+        alike = before[i].rank == after[i].rank && *before[i].layout == *after[i].layout;
+      if (!alike) out.resharded.push_back(named);
+    }
+    auto const& shape = before.front().layout->shape;
+    if (out.same_layout) { // each rank reads its own holding, a replicated one from its writer
+      for (auto const& h : after) {
+        auto const& p = *h.layout;
+        holding own{p.replicated ? writers.of(p.name, p.shard) : h.rank, h.layout};
+        if (own.rank >= 0) read.read(own, p, p.shard.numel(), files[static_cast<std::size_t>(h.rank)]);
+      }
+      continue;
+    }
+    sources from(before, writers);
+    for (auto const& h : after) {
+      if (h.layout->shape != shape) {
+        out.problems.push_back(named + ": has shape " + shape_text(shape) + " in the checkpoint, " +
+                               shape_text(h.layout->shape) + " in the run");
+        continue;
+      }
+      if (!h.layout->shard.problem(h.layout->shape))
+        read.add(h.rank, *h.layout, from, files[static_cast<std::size_t>(h.rank)]);
+    }
+  }
+  if (!(out.same_layout && run.rules && !needs)) // the same layouts: the same parameters
+    for (auto name : saved_held.names())
+      if (!live.contains(name)) out.problems.push_back(std::string(name) + ": in the checkpoint but not in the run");
+  if (saved.format == checkpoint_format::distributed && !out.same_layout) {
+    // A parameter a rank saved and the same rank of the run does not hold at all, or one the run
+    // lacks: resharded too, as every rank's layouts compared say.
+    for (auto name : saved_held.names())
+      if (!live.contains(name)) out.resharded.emplace_back(name);
+    std::sort(out.resharded.begin(), out.resharded.end());
+    out.resharded.erase(std::unique(out.resharded.begin(), out.resharded.end()), out.resharded.end());
+  }
+  for (auto& per_rank : files) {
+    auto& reads = out.reads.emplace_back();
+    for (auto const& [file, bytes] : per_rank) reads.push_back({std::string(file), bytes});
+  }
   std::set<std::string> seen; // each problem once, however many ranks meet it
   std::erase_if(out.problems, [&](std::string const& p) { return !seen.insert(p).second; });
   return out;
@@ -266,8 +371,32 @@ CAIRN_DECL load_plan plan_load(std::filesystem::path const& dir, run_layout cons
   std::map<std::string, std::string> weight_map;
   if (*format == checkpoint_format::state_dict) weight_map = io::read_index(formats::state_dict_index(dir)).weight_map;
   detail::load_planning::needs_by_file needs;
-  auto out = detail::load_planning::plan(metadata, weight_map, run, &needs);
-  detail::load_planning::check_files(dir, metadata, needs, out);
+  if (!metadata.rules) {
+    auto out = detail::load_planning::plan(metadata, weight_map, run, &needs);
+    detail::load_planning::check_files(dir, metadata, needs, out);
+    return out;
+  }
+  // Under rules, each file read is checked against what its rank wrote of the shards loaded,
+  // computed for that file alone: what is looked for is never held for every file at once.
+  auto out = detail::load_planning::plan(metadata, weight_map, run, nullptr);
+  load_plan scratch;
+  auto shards = detail::load_planning::loaded_shards(metadata, run, scratch);
+  std::set<std::string> read;
+  for (auto const& reads : out.reads)
+    for (auto const& r : reads) read.insert(r.file);
+  detail::saved_writers writers(metadata);
+  for (std::int64_t r = 0; r < metadata.world_size(); ++r) {
+    auto name = formats::rank_file({}, static_cast<int>(r)).string();
+    if (!read.contains(name)) continue;
+    needs.clear();
+    auto& need = needs[name];
+    need.rank = static_cast<int>(r);
+    for (auto const& p : metadata.layout_of(r).parameters)
+      if (!p.replicated || writers.of(p.name, p.shard) == r)
+        for (auto const& shard : shards)
+          need.tensors[cairn::detail::tensor_name(p.name, shard)] = {p.shard.numel(), p.dtype};
+    detail::load_planning::check_files(dir, metadata, needs, out);
+  }
   return out;
 }
 

@@ -25,6 +25,8 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace cairn {
@@ -103,6 +105,96 @@ CAIRN_DECL detail::replica_writers detail::replica_writers_of(std::vector<rank_l
     written[static_cast<std::size_t>(chosen)] += set.bytes;
   }
   return out;
+}
+
+CAIRN_DECL detail::replica_writers detail::replica_writers_of(layout_rules const& rules, std::int64_t stage,
+                                                              replica_writer_rule rule) {
+  // As the enumerated form above, over the stage's holdings alone: its ranks, in rank order
+  // (Megatron's: a stage's ranks are consecutive), each one's index among them its rank less
+  // the first.
+  auto first = rules.tensor * rules.data * stage;
+  auto member = [&](int rank) { return static_cast<std::size_t>(rank - first); };
+  struct replica_set {
+    std::string_view name;
+    shard_layout shard;
+    std::uint64_t bytes;
+    std::vector<int> members; // in rank order
+  };
+  std::vector<replica_set> found;
+  std::map<std::string_view, std::vector<std::size_t>> by_name; // into `found`
+  std::vector<std::uint64_t> written(static_cast<std::size_t>(rules.tensor * rules.data), 0);
+  for (auto const& r : rules.parameters) {
+    if (r.stage != stage) continue;
+    auto size = io::size_of(r.dtype);
+    std::vector<std::size_t> sets; // of this parameter, into `found`
+    each_holding(rules, r, [&](int rank, placement&& place) {
+      auto bytes = place.shard.numel() * size;
+      if (!place.replicated) {
+        written[member(rank)] += bytes;
+        return;
+      }
+      // The sets of one parameter are few (one, or one a TP or DP coordinate): a scan finds it.
+      for (auto i = sets.rbegin(); i != sets.rend(); ++i)
+        if (found[*i].shard == place.shard) {
+          found[*i].members.push_back(rank);
+          return;
+        }
+      sets.push_back(found.size());
+      found.push_back({r.name, std::move(place.shard), bytes, {rank}});
+    });
+    auto& named = by_name[r.name];
+    named.insert(named.end(), sets.begin(), sets.end());
+  }
+  std::vector<std::size_t> order;
+  for (auto const& [name, sets] : by_name) order.insert(order.end(), sets.begin(), sets.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return found[a].bytes > found[b].bytes; });
+  replica_writers out;
+  for (auto i : order) {
+    auto& set = found[i];
+    int chosen = set.members.front();
+    if (rule == replica_writer_rule::balanced)
+      for (auto r : set.members)
+        if (written[member(r)] < written[member(chosen)]) chosen = r;
+    out.sets[std::string(set.name)].emplace_back(std::move(set.shard), chosen);
+    written[member(chosen)] += set.bytes;
+  }
+  return out;
+}
+
+CAIRN_DECL detail::saved_writers::saved_writers(checkpoint_metadata const& metadata) : metadata_(&metadata) {
+  if (!metadata.rules) {
+    all_ = replica_writers_of(metadata.ranks, metadata.replica_writers);
+    return;
+  }
+  for (auto const& rule : metadata.rules->parameters) stage_of_.emplace(rule.name, rule.stage);
+}
+
+CAIRN_DECL int detail::saved_writers::of(std::string const& name, shard_layout const& shard) {
+  if (!metadata_->rules) return all_.of(name, shard);
+  auto stage = stage_of_.find(name);
+  if (stage == stage_of_.end()) return -1;
+  auto found = stages_.find(stage->second);
+  if (found == stages_.end())
+    found =
+        stages_.emplace(stage->second, replica_writers_of(*metadata_->rules, stage->second, metadata_->replica_writers))
+            .first;
+  return found->second.of(name, shard);
+}
+
+CAIRN_DECL std::int64_t checkpoint_metadata::world_size() const noexcept {
+  return rules ? rules->world_size() : static_cast<std::int64_t>(ranks.size());
+}
+
+CAIRN_DECL rank_layout checkpoint_metadata::layout_of(std::int64_t rank) const {
+  if (rank < 0 || rank >= world_size())
+    throw checkpoint_error(checkpoint_errc::invalid_state, "rank " + std::to_string(rank) + ": the save has " +
+                                                               std::to_string(world_size()) + " ranks");
+  return rules ? expand_rank(*rules, static_cast<int>(rank)) : ranks[static_cast<std::size_t>(rank)];
+}
+
+CAIRN_DECL std::vector<rank_layout> checkpoint_metadata::layouts() const {
+  return rules ? expand_rules(*rules) : ranks;
 }
 
 CAIRN_DECL io::io_error detail::stored_metadata_error(std::string const& source, config_error const& e) {
@@ -207,12 +299,12 @@ CAIRN_DECL checkpoint_metadata detail::parse_metadata_document(boost::json::valu
                             " MiB for ranks without files are refused before they are expanded"}});
       }
       try {
-        out.ranks = expand_rules(*out.rules);
+        check_rules(*out.rules);
       } catch (error const& e) {
         throw config_error(std::vector<diagnostic>{{"rules", e.what()}});
       }
     }
-    if (out.format == checkpoint_format::distributed && out.ranks.empty())
+    if (out.format == checkpoint_format::distributed && out.world_size() == 0)
       throw config_error(std::vector<diagnostic>{
           {"ranks", "a distributed checkpoint's metadata lists no rank's layout (neither 'ranks' nor 'rules')"}});
     return out;

@@ -109,7 +109,7 @@ assign_state_dict_files(std::map<std::string, parameter_layout> const& parameter
 
 CAIRN_DECL std::string distributed_metadata_text(checkpoint_metadata const& metadata) {
   auto stored = metadata;
-  stored.rules = infer_rules(metadata.ranks); // a grid's layouts as its rules, O(parameters)
+  if (!stored.rules) stored.rules = infer_rules(metadata.ranks); // a grid's layouts as its rules, O(parameters)
   if (stored.rules) stored.ranks.clear();
   return pretty(to_json(stored));
 }

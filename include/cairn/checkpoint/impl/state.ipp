@@ -5,6 +5,7 @@
 
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
+#include <cairn/checkpoint/layout_rules.hpp>
 #include <cairn/checkpoint/state.hpp>
 #include <cairn/checkpoint/tensor.hpp>
 #include <cairn/comm/collectives.hpp>
@@ -17,7 +18,11 @@
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -75,6 +80,147 @@ CAIRN_DECL void model_state::check() const {
   }
 }
 
+namespace detail {
+
+/// The 64-bit hash of `text`.
+inline std::uint64_t text_hash(std::string const& text) { return io::checksum_of(std::as_bytes(std::span(text))); }
+
+/// `values` maximised over the ranks: one all-reduce.
+inline std::vector<std::int64_t> max_over_ranks(comm::communicator_ref comm, std::vector<std::int64_t> const& values) {
+  auto t = at::empty({static_cast<std::int64_t>(values.size())}, at::TensorOptions().dtype(at::kLong));
+  std::copy(values.begin(), values.end(), t.data_ptr<std::int64_t>());
+  t = t.to(comm.device());
+  comm.all_reduce(t, comm::reduce_op::max);
+  t = t.to(c10::Device(c10::kCPU)).contiguous();
+  auto const* v = t.data_ptr<std::int64_t>();
+  return {v, v + values.size()};
+}
+
+/// Appends `hash` as the four values whose maxima over the ranks tell whether every rank that
+/// gave one gave the same: its halves and their negations (the others give `none`).
+inline void push_hash(std::vector<std::int64_t>& v, std::optional<std::uint64_t> hash) {
+  constexpr auto none = std::numeric_limits<std::int64_t>::min();
+  auto low = hash ? static_cast<std::int64_t>(*hash & 0xffffffffU) : none;
+  auto high = hash ? static_cast<std::int64_t>(*hash >> 32) : none;
+  for (auto x : {low, high, hash ? -low : none, hash ? -high : none}) v.push_back(x);
+}
+
+/// Whether the maxima at `at` (as push_hash put them) come from one hash alike on every rank
+/// that gave it; that hash.
+inline std::optional<std::uint64_t> agreed_hash(std::vector<std::int64_t> const& v, std::size_t at) {
+  constexpr auto none = std::numeric_limits<std::int64_t>::min();
+  if (v[at] == none || v[at + 1] == none || v[at] != -v[at + 2] || v[at + 1] != -v[at + 3]) return std::nullopt;
+  return static_cast<std::uint64_t>(v[at]) | (static_cast<std::uint64_t>(v[at + 1]) << 32);
+}
+
+/// The rules of every rank's layout, agreed without exchanging layouts; nothing, alike on every
+/// rank, where the state names no grid or its layouts are not the grid's.
+inline std::optional<layout_exchange> agree_rules(model_state const& state, comm::communicator_ref comm,
+                                                  std::uint64_t mine) {
+  // 1. This rank's stage's rules, from its own layout alone; the grid alike everywhere.
+  std::optional<layout_rules> stage;
+  comm::grid_coordinates at;
+  auto const& grid = state.grid;
+  if (grid && grid->order() == comm::grid_order::tensor_data_pipeline && grid->world_size() == comm.size()) {
+    at = grid->coordinates(comm.rank());
+    layout_rules sizes{
+        grid->size(comm::axis::tensor), grid->size(comm::axis::pipeline), grid->size(comm::axis::data), {}};
+    if (auto found = rules_of_rank(state.layout(), sizes, at)) {
+      sizes.parameters = std::move(*found);
+      stage = std::move(sizes);
+    }
+  }
+  std::vector<std::int64_t> first{stage ? 0 : 1};
+  push_hash(first, grid ? std::optional(text_hash(grid->text())) : std::nullopt);
+  first = max_over_ranks(comm, first);
+  if (first[0] != 0 || !agreed_hash(first, 1)) return std::nullopt;
+  // 2. Every rank of a stage derived the same rules: a hash and a length a stage.
+  auto text = compact(to_json(*stage));
+  std::vector<std::int64_t> second;
+  for (std::int64_t s = 0; s < stage->pipeline; ++s) {
+    push_hash(second, s == at.pipeline ? std::optional(text_hash(text)) : std::nullopt);
+    second.push_back(s == at.pipeline ? static_cast<std::int64_t>(text.size()) : 0);
+  }
+  second = max_over_ranks(comm, second);
+  io::checksum all;
+  auto grid_text = grid->text();
+  all.update(std::as_bytes(std::span(grid_text)));
+  bool alike = true;
+  for (std::size_t s = 0; s < static_cast<std::size_t>(stage->pipeline); ++s) {
+    auto hash = agreed_hash(second, 5 * s);
+    alike = alike && hash;
+    if (hash) all.update(std::as_bytes(std::span(&*hash, 1)));
+  }
+  if (!alike) return std::nullopt;
+  // 3. Rank 0 gathers every stage's rules from its first rank (TP and DP coordinates 0), and
+  //    checks that no parameter is in two stages.
+  bool first_of_stage = at.tensor == 0 && at.data == 0;
+  auto bytes =
+      at::empty({first_of_stage ? static_cast<std::int64_t>(text.size()) : 0}, at::TensorOptions().dtype(at::kByte));
+  if (first_of_stage && !text.empty()) std::memcpy(bytes.data_ptr(), text.data(), text.size());
+  std::vector<at::Tensor> received;
+  if (comm.rank() == 0)
+    for (int r = 0; r < comm.size(); ++r) {
+      auto c = grid->coordinates(r);
+      auto n = c.tensor == 0 && c.data == 0 ? second[5 * static_cast<std::size_t>(c.pipeline) + 4] : 0;
+      received.push_back(at::empty({n}, at::TensorOptions().dtype(at::kByte).device(comm.device())));
+    }
+  comm::gather_into(comm, bytes.to(comm.device()), 0, received);
+  std::int64_t whole = 1;
+  layout_rules rules{stage->tensor, stage->pipeline, stage->data, {}};
+  if (comm.rank() == 0) {
+    try {
+      for (std::int64_t s = 0; s < stage->pipeline; ++s) {
+        auto const& t = received[static_cast<std::size_t>(grid->rank_of({0, static_cast<int>(s), 0}))];
+        auto cpu = t.to(c10::Device(c10::kCPU)).contiguous();
+        auto part = parse<layout_rules>(parse_json(
+            std::string_view(static_cast<char const*>(cpu.data_ptr()), static_cast<std::size_t>(cpu.numel()))));
+        rules.parameters.insert(rules.parameters.end(), part.parameters.begin(), part.parameters.end());
+      }
+      check_rules(rules); // a name in two stages among others
+    } catch (error const&) {
+      whole = 0;
+    }
+  }
+  if (comm::broadcast_integers(comm, {whole}).at(0) == 0) return std::nullopt;
+  layout_exchange out;
+  out.rules = comm.rank() == 0 ? std::move(rules) : std::move(*stage);
+  out.mine = mine;
+  out.all = all.value();
+  out.checked = true; // rules tile their parameters by construction
+  return out;
+}
+
+} // namespace detail
+
+CAIRN_DECL detail::layout_exchange detail::agree_layouts(model_state const& state, comm::communicator_ref comm,
+                                                         layout_exchange* reuse) {
+  auto mine = text_hash(compact(to_json(state.layout())));
+  if (reuse) {
+    // Unchanged everywhere, and the same exchange kept everywhere: one all-reduce of 40 bytes.
+    bool kept = (reuse->rules || reuse->ranks.size() == static_cast<std::size_t>(comm.size())) && reuse->mine == mine;
+    std::vector<std::int64_t> v{kept ? 0 : 1};
+    push_hash(v, reuse->all);
+    v = max_over_ranks(comm, v);
+    if (v[0] == 0 && agreed_hash(v, 1)) return *reuse;
+  }
+  if (auto agreed = agree_rules(state, comm, mine)) {
+    if (reuse) *reuse = *agreed;
+    return *agreed;
+  }
+  layout_exchange out;
+  out.ranks = all_rank_layouts(state, comm, nullptr);
+  io::checksum all;
+  for (auto const& r : out.ranks) {
+    auto one = text_hash(compact(to_json(r)));
+    all.update(std::as_bytes(std::span(&one, 1)));
+  }
+  out.mine = mine;
+  out.all = all.value();
+  if (reuse) *reuse = out;
+  return out;
+}
+
 CAIRN_DECL std::vector<rank_layout> detail::all_rank_layouts(model_state const& state, comm::communicator_ref comm,
                                                              layout_exchange* reuse) {
   auto mine_text = detail::compact(to_json(state.layout()));
@@ -105,7 +251,7 @@ CAIRN_DECL std::vector<rank_layout> detail::all_rank_layouts(model_state const& 
     auto one = hash(text);
     all.update(std::as_bytes(std::span(&one, 1)));
   }
-  if (reuse) *reuse = {ranks, mine, all.value()};
+  if (reuse) *reuse = {ranks, std::nullopt, mine, all.value()};
   return ranks;
 }
 

@@ -49,21 +49,22 @@ namespace cairn::detail {
 
 CAIRN_DECL void verify_distributed_layout(std::filesystem::path const& path, checkpoint_metadata const& metadata,
                                           std::vector<std::string>& problems) {
-  for (auto const& p : tiling_problems(metadata.ranks))
-    problems.push_back(formats::metadata_file(path).string() + ": " + p);
-  auto writers = replica_writers_of(metadata.ranks, metadata.replica_writers);
-  for (std::size_t r = 0; r < metadata.ranks.size(); ++r) {
+  if (!metadata.rules) // rules tile their parameters by construction
+    for (auto const& p : tiling_problems(metadata.ranks))
+      problems.push_back(formats::metadata_file(path).string() + ": " + p);
+  saved_writers writers(metadata);
+  for (std::int64_t r = 0; r < metadata.world_size(); ++r) {
     auto file_path = formats::rank_file(path, static_cast<int>(r));
     if (!present(file_path)) {
       problems.push_back(file_path.string() + ": missing (rank " + std::to_string(r) + " of " +
-                         std::to_string(metadata.ranks.size()) + ")");
+                         std::to_string(metadata.world_size()) + ")");
       continue;
     }
     try {
       io::safetensors_file file(file_path);
       if (auto problem = identity_problem(file, metadata, static_cast<int>(r)))
         problems.push_back(file_path.string() + ": " + *problem);
-      for (auto const& p : metadata.ranks[r].parameters) {
+      for (auto const& p : metadata.layout_of(r).parameters) {
         if (p.replicated && writers.of(p.name, p.shard) != static_cast<int>(r)) continue; // in its writer's file
         for (auto const& shard : metadata.shard_names) {
           auto name = tensor_name(p.name, shard);

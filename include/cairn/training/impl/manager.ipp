@@ -156,8 +156,7 @@ CAIRN_DECL std::optional<resumed_checkpoint> basic_checkpoint_manager::resume(mo
   if (!resumed) return resumed;
   last_checkpoint_ = resumed->iteration;
   start_ = resumed->iteration;
-  report("loaded checkpoint", resumed->path,
-         distributed_bytes(resumed->metadata.ranks, resumed->metadata.shard_names.size()), started, {});
+  report("loaded checkpoint", resumed->path, distributed_bytes(resumed->metadata), started, {});
   return resumed;
 }
 
@@ -168,8 +167,11 @@ CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
     auto copy = config_;
     validate(copy);
   }
-  auto checkpoint_bytes =
-      distributed_bytes(cairn::detail::all_rank_layouts(state, comm_, &layouts_), state.shard_names.size());
+  // The layouts agreed now, as the first save would (and kept for it); on rank 0 they are every
+  // rank's, or the rules of every stage.
+  auto agreed = cairn::detail::agree_layouts(state, comm_, &layouts_);
+  auto checkpoint_bytes = agreed.rules ? distributed_bytes(*agreed.rules, state.shard_names.size())
+                                       : distributed_bytes(agreed.ranks, state.shard_names.size());
   auto export_bytes = whole_bytes(state.layout(), state.shard_names.size(), config_.export_.save_config({}));
   bool saves = config_.checkpoint.enabled() || config_.export_.enabled();
   if (saves && !experiment_dir_.empty() && !std::exchange(shared_checked_, true))
@@ -240,8 +242,9 @@ CAIRN_DECL void basic_checkpoint_manager::save(std::int64_t iteration, model_sta
   // background from a copy of the state when async, and every rank commits them together later.
   auto plan = formats::distributed::plan(state, comm_, save, options_.program_config,
                                          cairn::detail::with_iteration(metadata, iteration), &layouts_);
-  std::uint64_t bytes = 0;
-  for (auto b : plan.bytes_per_rank(comm_.size())) bytes += b;
+  // Every rank's bytes: each plans its own file at least (all of them without rules).
+  auto mine = plan.bytes_per_rank(comm_.size())[static_cast<std::size_t>(comm_.rank())];
+  auto bytes = static_cast<std::uint64_t>(comm::sum(comm_, static_cast<std::int64_t>(mine)));
   last_checkpoint_ = iteration;
   pending_finite_ = all_finite(state);
   if (!options_.async) {

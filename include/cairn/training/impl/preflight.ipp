@@ -34,6 +34,21 @@ CAIRN_DECL std::uint64_t distributed_bytes(std::vector<rank_layout> const& ranks
   return total;
 }
 
+CAIRN_DECL std::uint64_t distributed_bytes(layout_rules const& rules, std::size_t shards) {
+  std::uint64_t total = 0;
+  for (auto const& rule : rules.parameters) {
+    std::uint64_t elements = 1;
+    for (auto d : rule.shape) elements *= d;
+    total += elements * io::size_of(rule.dtype) * shards;
+  }
+  return total;
+}
+
+CAIRN_DECL std::uint64_t distributed_bytes(checkpoint_metadata const& metadata) {
+  return metadata.rules ? distributed_bytes(*metadata.rules, metadata.shard_names.size())
+                        : distributed_bytes(metadata.ranks, metadata.shard_names.size());
+}
+
 CAIRN_DECL std::uint64_t whole_bytes(rank_layout const& layout, std::size_t shards,
                                      checkpoint_save_config const& save) {
   std::uint64_t selected = (save.model_weights ? 1 : 0) + (save.optimizer_state && shards > 1 ? shards - 1 : 0);
