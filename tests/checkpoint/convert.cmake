@@ -92,3 +92,27 @@ if(result EQUAL 0 OR NOT err MATCHES "rank_1.safetensors: missing \\(rank 1 of 2
   message(FATAL_ERROR "verify accepted a checkpoint without rank 1's file (${result}):\n${err}")
 endif()
 file(REMOVE_RECURSE ${WORK_DIR})
+
+# A grid's save planned from its rules: `cairn plan` with the run's layouts as rules (what
+# cairn-train layout prints), the saving layout and another grid; a rank file gone is named.
+run(${TOOL} launch -n 4 -- ${WORKER} save ${WORK_DIR}/grid distributed tp2pp2dp1z1)
+file(READ ${WORK_DIR}/grid/metadata.json metadata)
+string(JSON rules GET "${metadata}" rules)
+string(JSON names GET "${metadata}" shard_names)
+file(WRITE ${WORK_DIR}/same.json "{\"shard_names\": ${names}, \"rules\": ${rules}}")
+string(JSON other SET "${rules}" tensor 1)
+string(JSON other SET "${other}" data 2)
+file(WRITE ${WORK_DIR}/other.json "{\"shard_names\": ${names}, \"rules\": ${other}}")
+execute_process(COMMAND ${TOOL} plan --checkpoint ${WORK_DIR}/grid --layout ${WORK_DIR}/same.json
+                OUTPUT_VARIABLE out RESULT_VARIABLE result)
+if(NOT result EQUAL 0 OR NOT out MATCHES "layout: the saving one" OR NOT out MATCHES "rank 3 reads")
+  message(FATAL_ERROR "plan of a grid's save with its own rules (${result}):\n${out}")
+endif()
+execute_process(COMMAND ${TOOL} plan --checkpoint ${WORK_DIR}/grid --layout ${WORK_DIR}/other.json
+                OUTPUT_VARIABLE out RESULT_VARIABLE result)
+if(NOT result EQUAL 0 OR NOT out MATCHES "layout: resharded")
+  message(FATAL_ERROR "plan of a grid's save into another grid (${result}):\n${out}")
+endif()
+file(REMOVE ${WORK_DIR}/grid/rank_3.safetensors)
+refused("rank_3.safetensors: missing" plan --checkpoint ${WORK_DIR}/grid --layout ${WORK_DIR}/same.json)
+refused("rank_3.safetensors: missing" verify ${WORK_DIR}/grid)

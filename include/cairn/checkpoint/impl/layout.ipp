@@ -199,14 +199,15 @@ CAIRN_DECL flat_range span_of(std::vector<std::uint64_t> const& shape, shard_lay
   if (count == 0) return {};
   auto first = shard.flat ? shard.flat->begin : 0;
   // Box element k, in the whole tensor's row-major order: the box's order is the tensor's.
+  // Digit by digit from the last dimension, each weighted by the tensor's stride there.
   auto index = [&](std::uint64_t k) {
-    std::vector<std::uint64_t> digits(shape.size());
+    std::uint64_t at = 0, stride = 1;
     for (std::size_t d = shape.size(); d-- > 0;) {
-      digits[d] = shard.lengths[d] == 0 ? 0 : k % shard.lengths[d];
+      auto digit = shard.lengths[d] == 0 ? 0 : k % shard.lengths[d];
       k = shard.lengths[d] == 0 ? 0 : k / shard.lengths[d];
+      at += (shard.offsets[d] + digit) * stride;
+      stride *= shape[d];
     }
-    std::uint64_t at = 0;
-    for (std::size_t d = 0; d < shape.size(); ++d) at = at * shape[d] + shard.offsets[d] + digits[d];
     return at;
   };
   return {index(first), index(first + count - 1) + 1};
