@@ -146,11 +146,13 @@ struct rank_file_reader {
                                shape_text(p.layout.shape) + " here");
         return std::nullopt;
       }
-      // Resharding: the files of holdings this rank's shard does not meet are not opened.
+      // Resharding: the files of holdings this rank's shard does not meet are not opened: those
+      // whose spans in the tensor are apart, and for vectors and matrices (where overlap_count
+      // is exact at any size) those that share no element.
       if (!fast && !saved->shard.problem(saved->shape)) {
         auto theirs = span_of(saved->shape, saved->shard), ours = span_of(p.layout.shape, p.layout.shard);
         if (theirs.end <= ours.begin || ours.end <= theirs.begin ||
-            overlap_count(p.layout.shape, saved->shard, p.layout.shard) == 0)
+            (p.layout.shape.size() <= 2 && overlap_count(p.layout.shape, saved->shard, p.layout.shard) == 0))
           continue;
       }
       try {

@@ -336,7 +336,7 @@ CAIRN_DECL placement place_on_grid(std::vector<std::uint64_t> const& shape, tens
                  ? shard_layout::whole(shape)
                  : split_dimension(shape, split == tensor_split::rows ? 0 : 1, tensor_rank, tensor_size);
   bool over_tensor = split == tensor_split::none && tensor_size > 1;
-  if (zero_stage == 0) return {box, over_tensor || data_size > 1};
+  if (zero_stage == 0) return {std::move(box), over_tensor || data_size > 1};
   return {flat_slice(std::move(box), data_rank, data_size), over_tensor};
 }
 

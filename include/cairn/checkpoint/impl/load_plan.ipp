@@ -76,6 +76,24 @@ public:
     return out;
   }
 
+  /// Calls `f(rank, layout)` for every holding of `name`, in rank order; under rules each one
+  /// computed in turn into one layout.
+  template <class F> void each(std::string_view name, F&& f) const {
+    if (rules_) {
+      auto found = ruled_.find(name);
+      if (found == ruled_.end()) return;
+      auto const& rule = *found->second;
+      parameter_layout p{rule.name, rule.shape, rule.dtype, false, {}};
+      each_holding(*rules_, rule, [&](int rank, placement&& place) {
+        p.replicated = place.replicated;
+        p.shard = std::move(place.shard);
+        f(rank, std::as_const(p));
+      });
+    } else if (auto found = listed_.find(name); found != listed_.end()) {
+      for (auto const& h : found->second) f(h.rank, *h.layout);
+    }
+  }
+
 private:
   layout_rules const* rules_;
   std::map<std::string_view, parameter_rule const*> ruled_;
@@ -143,14 +161,13 @@ struct sources {
     for (auto const& [span, h] : by_span) reach.push_back(most = std::max(most, span.end));
   }
 
-  /// The holdings whose spans meet `span`.
-  [[nodiscard]] std::vector<holding> meeting(flat_range span) const {
-    std::vector<holding> out;
+  /// The holdings whose spans meet `span`, into `out` (replaced).
+  void meeting(flat_range span, std::vector<holding>& out) const {
+    out.clear();
     auto end = std::partition_point(by_span.begin(), by_span.end(),
                                     [&](auto const& entry) { return entry.first.begin < span.end; });
     for (auto i = static_cast<std::size_t>(end - by_span.begin()); i-- > 0 && reach[i] > span.begin;)
       if (by_span[i].first.end > span.begin) out.push_back(by_span[i].second);
-    return out;
   }
 };
 
@@ -164,11 +181,10 @@ using needs_by_file = std::map<std::string, file_needs>;
 /// Bytes a rank reads from each file, by name (the reader's names, or the weight map's).
 using file_bytes = std::map<std::string_view, std::uint64_t>;
 
-/// What rank `r`'s holding `live` of a parameter reads, into `files` (bytes) and `needs`.
+/// What a rank's holding `live` of a parameter reads, into `files` (bytes) and `needs`.
 struct reader {
   std::vector<std::string> const& shards;
   std::map<std::string, std::string> const& weight_map;
-  bool same;
   load_plan& plan;
   needs_by_file* needs;
   std::map<int, std::string> rank_files{}; // the names of those met so far
@@ -214,9 +230,11 @@ struct reader {
     }
   }
 
-  void add(int r, parameter_layout const& live, sources const& from, file_bytes& files) {
-    for (auto const& h : from.meeting(span_of(live.shape, live.shard))) {
-      if (same && !h.layout->replicated && h.rank != r) continue; // the saving layout: its own file
+  std::vector<holding> met{}; // the holdings the last live shard met
+
+  void add(parameter_layout const& live, sources const& from, file_bytes& files) {
+    from.meeting(span_of(live.shape, live.shard), met);
+    for (auto const& h : met) {
       auto count = overlap_count(live.shape, h.layout->shard, live.shard);
       if (count == 0) continue;
       read(h, live, count, files);
@@ -248,67 +266,46 @@ inline load_plan plan(checkpoint_metadata const& saved, std::map<std::string, st
   saved_writers writers(saved);
   holdings_by_name saved_held(saved.ranks, saved.parameters, saved.rules);
   holdings_by_name run_held(run.ranks, {}, run.rules);
-  reader read{shards, weight_map, out.same_layout, out, needs};
+  reader read{shards, weight_map, out, needs};
   auto run_world = static_cast<std::size_t>(std::max<std::int64_t>(run.world_size(), 0));
   std::vector<file_bytes> files(run_world);
-  std::vector<std::pair<int, parameter_layout>> saved_storage, run_storage, saved_whole;
+  std::vector<std::pair<int, parameter_layout>> saved_storage;
   std::set<std::string_view> live;
-  if (out.same_layout && run.rules && !needs) {
-    // Each rank reads its own holdings, a replicated one from its writer; the rules give them
-    // one at a time (the saved holdings are the same).
-    parameter_layout p;
-    for (auto const& rule : run.rules->parameters) {
-      p.name = rule.name;
-      p.shape = rule.shape;
-      p.dtype = rule.dtype;
-      each_holding(*run.rules, rule, [&](int rank, placement&& place) {
-        p.replicated = place.replicated;
-        p.shard = std::move(place.shard);
-        holding own{p.replicated ? writers.of(p.name, p.shard) : rank, &p};
+  for (auto name : run_held.names()) {
+    live.insert(name);
+    if (out.same_layout) { // the run's layouts are the saved ones, one parameter at a time
+      run_held.each(name, [&](int rank, parameter_layout const& p) {
+        holding own{p.replicated ? writers.of(p.name, p.shard) : rank, &p}; // a replica: its writer's file
         if (own.rank >= 0) read.read(own, p, p.shard.numel(), files[static_cast<std::size_t>(rank)]);
       });
+      continue;
     }
-  }
-  for (auto name : out.same_layout&& run.rules && !needs ? std::vector<std::string_view>{} : run_held.names()) {
-    live.insert(name);
     auto before = saved_held.of(name, saved_storage);
-    auto after = run_held.of(name, run_storage);
     std::string named(name);
     if (before.empty()) {
       out.problems.push_back(named + ": missing from the checkpoint");
-      if (saved.format == checkpoint_format::distributed && !out.same_layout) out.resharded.push_back(named);
+      if (saved.format == checkpoint_format::distributed) out.resharded.push_back(named);
       continue;
-    }
-    if (saved.format == checkpoint_format::distributed && !out.same_layout) {
-      // Resharded where some rank holds it otherwise than the same rank saved it.
-      bool alike = before.size() == after.size();
-      for (std::size_t i = 0; alike && i < before.size(); ++i)
-        alike = before[i].rank == after[i].rank && *before[i].layout == *after[i].layout;
-      if (!alike) out.resharded.push_back(named);
     }
     auto const& shape = before.front().layout->shape;
-    if (out.same_layout) { // each rank reads its own holding, a replicated one from its writer
-      for (auto const& h : after) {
-        auto const& p = *h.layout;
-        holding own{p.replicated ? writers.of(p.name, p.shard) : h.rank, h.layout};
-        if (own.rank >= 0) read.read(own, p, p.shard.numel(), files[static_cast<std::size_t>(h.rank)]);
-      }
-      continue;
-    }
     sources from(before, writers);
-    for (auto const& h : after) {
-      if (h.layout->shape != shape) {
+    bool alike = true; // every rank holds it as the same rank saved it
+    std::size_t k = 0;
+    run_held.each(name, [&](int rank, parameter_layout const& p) {
+      alike = alike && k < before.size() && before[k].rank == rank && *before[k].layout == p;
+      ++k;
+      if (p.shape != shape) {
         out.problems.push_back(named + ": has shape " + shape_text(shape) + " in the checkpoint, " +
-                               shape_text(h.layout->shape) + " in the run");
-        continue;
+                               shape_text(p.shape) + " in the run");
+        return;
       }
-      if (!h.layout->shard.problem(h.layout->shape))
-        read.add(h.rank, *h.layout, from, files[static_cast<std::size_t>(h.rank)]);
-    }
+      if (!p.shard.problem(p.shape)) read.add(p, from, files[static_cast<std::size_t>(rank)]);
+    });
+    if (saved.format == checkpoint_format::distributed && !(alike && k == before.size()))
+      out.resharded.push_back(named); // some rank holds it otherwise than the same rank saved it
   }
-  if (!(out.same_layout && run.rules && !needs)) // the same layouts: the same parameters
-    for (auto name : saved_held.names())
-      if (!live.contains(name)) out.problems.push_back(std::string(name) + ": in the checkpoint but not in the run");
+  for (auto name : saved_held.names())
+    if (!live.contains(name)) out.problems.push_back(std::string(name) + ": in the checkpoint but not in the run");
   if (saved.format == checkpoint_format::distributed && !out.same_layout) {
     // A parameter a rank saved and the same rank of the run does not hold at all, or one the run
     // lacks: resharded too, as every rank's layouts compared say.
