@@ -77,16 +77,15 @@ struct layout_exchange {
 /// them (each rank derives its stage's rules from its own layout; two all-reduces of a few int64
 /// a stage agree that every rank of a stage derived the same; one rank a stage sends them to
 /// rank 0, which alone needs them all, for metadata.json), every rank's layout otherwise
-/// (`all_rank_layouts`). Collective. `reuse` as `all_rank_layouts` says.
+/// (exchanged as `all_rank_layouts` does). Collective. With `reuse`, what `reuse` kept when
+/// every rank's layout is the one it had then and every rank kept the same agreement (one
+/// all-reduce of 40 bytes); otherwise agreed anew, and kept in `reuse`.
 CAIRN_DECL layout_exchange agree_layouts(model_state const& state, comm::communicator_ref comm,
                                          layout_exchange* reuse = nullptr);
 
-/// Every rank's layout of its state, in rank order, on every rank. Collective. With `reuse`,
-/// the layouts `reuse` kept when every rank's layout is the one it had then and every rank kept
-/// the same exchange (one all-reduce of 40 bytes); otherwise exchanged, and kept in `reuse`
-/// (not yet `checked`).
-CAIRN_DECL std::vector<rank_layout> all_rank_layouts(model_state const& state, comm::communicator_ref comm,
-                                                     layout_exchange* reuse = nullptr);
+/// Every rank's layout of its state, in rank order, on every rank (what the whole-tensor
+/// formats plan their gathers from). Collective.
+CAIRN_DECL std::vector<rank_layout> all_rank_layouts(model_state const& state, comm::communicator_ref comm);
 } // namespace detail
 
 /// The elements `layout` gives of the whole tensor `whole` (any device), densely, as a flat

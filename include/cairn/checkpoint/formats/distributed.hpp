@@ -33,7 +33,7 @@ struct distributed {
   /// asynchronous save writes them on a thread of its own from a copy of the state.
   ///
   /// With `reuse` (what a run keeps from one save to the next), layouts unchanged since the
-  /// last save are agreed without exchanging them again (`detail::all_rank_layouts`).
+  /// last save are agreed without exchanging them again (`detail::agree_layouts`).
   CAIRN_DECL static save_plan plan(model_state const& state, comm::communicator_ref comm,
                                    checkpoint_save_config const& config, boost::json::value const& program_config,
                                    boost::json::value const& user_metadata,

@@ -62,16 +62,46 @@ CAIRN_DECL int detail::replica_writers::of(std::string const& name, shard_layout
   return -1;
 }
 
+namespace detail {
+/// A replica set: the holders of one replicated shard of a parameter.
+struct replica_set {
+  std::string_view name;
+  shard_layout shard;
+  std::uint64_t bytes;
+  std::vector<int> members; // in rank order
+};
+
+/// The writer of each of the sets `found` (`by_name`: their indices, by parameter name, each
+/// name's in the order found), given what each rank writes of its own (`written`, at
+/// `member(rank)`): largest first; equal sizes by name, then by first holder; each to its member
+/// that has written the fewest bytes so far under the balanced rule (ties to the lowest rank), to
+/// its first under rank_0.
+template <class Member>
+replica_writers assign_writers(std::vector<replica_set>& found,
+                               std::map<std::string_view, std::vector<std::size_t>> const& by_name,
+                               std::vector<std::uint64_t>& written, Member member, replica_writer_rule rule) {
+  std::vector<std::size_t> order;
+  for (auto const& [name, sets] : by_name) order.insert(order.end(), sets.begin(), sets.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return found[a].bytes > found[b].bytes; });
+  replica_writers out;
+  for (auto i : order) {
+    auto& set = found[i];
+    int chosen = set.members.front();
+    if (rule == replica_writer_rule::balanced)
+      for (auto r : set.members)
+        if (written[member(r)] < written[member(chosen)]) chosen = r;
+    out.sets[std::string(set.name)].emplace_back(std::move(set.shard), chosen);
+    written[member(chosen)] += set.bytes;
+  }
+  return out;
+}
+} // namespace detail
+
 CAIRN_DECL detail::replica_writers detail::replica_writers_of(std::vector<rank_layout> const& ranks,
                                                               replica_writer_rule rule) {
-  struct replica_set {
-    std::string name;
-    shard_layout shard;
-    std::uint64_t bytes;
-    std::vector<int> members; // in rank order
-  };
   std::vector<replica_set> found;
-  std::map<std::string, std::vector<std::size_t>> by_name; // into `found`
+  std::map<std::string_view, std::vector<std::size_t>> by_name; // into `found`
   std::vector<std::uint64_t> written(ranks.size(), 0);
   for (std::size_t r = 0; r < ranks.size(); ++r)
     for (auto const& p : ranks[r].parameters) {
@@ -89,22 +119,8 @@ CAIRN_DECL detail::replica_writers detail::replica_writers_of(std::vector<rank_l
       sets.push_back(found.size());
       found.push_back({p.name, p.shard, bytes, {static_cast<int>(r)}});
     }
-  // Largest first; equal sizes by name, then by first holder (the order found, made by name).
-  std::vector<std::size_t> order;
-  for (auto const& [name, sets] : by_name) order.insert(order.end(), sets.begin(), sets.end());
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return found[a].bytes > found[b].bytes; });
-  replica_writers out;
-  for (auto i : order) {
-    auto const& set = found[i];
-    int chosen = set.members.front();
-    if (rule == replica_writer_rule::balanced)
-      for (auto r : set.members)
-        if (written[static_cast<std::size_t>(r)] < written[static_cast<std::size_t>(chosen)]) chosen = r;
-    out.sets[set.name].emplace_back(set.shard, chosen);
-    written[static_cast<std::size_t>(chosen)] += set.bytes;
-  }
-  return out;
+  return assign_writers(
+      found, by_name, written, [](int r) { return static_cast<std::size_t>(r); }, rule);
 }
 
 CAIRN_DECL detail::replica_writers detail::replica_writers_of(layout_rules const& rules, std::int64_t stage,
@@ -114,12 +130,6 @@ CAIRN_DECL detail::replica_writers detail::replica_writers_of(layout_rules const
   // the first.
   auto first = rules.tensor * rules.data * stage;
   auto member = [&](int rank) { return static_cast<std::size_t>(rank - first); };
-  struct replica_set {
-    std::string_view name;
-    shard_layout shard;
-    std::uint64_t bytes;
-    std::vector<int> members; // in rank order
-  };
   std::vector<replica_set> found;
   std::map<std::string_view, std::vector<std::size_t>> by_name; // into `found`
   std::vector<std::uint64_t> written(static_cast<std::size_t>(rules.tensor * rules.data), 0);
@@ -145,21 +155,7 @@ CAIRN_DECL detail::replica_writers detail::replica_writers_of(layout_rules const
     auto& named = by_name[r.name];
     named.insert(named.end(), sets.begin(), sets.end());
   }
-  std::vector<std::size_t> order;
-  for (auto const& [name, sets] : by_name) order.insert(order.end(), sets.begin(), sets.end());
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return found[a].bytes > found[b].bytes; });
-  replica_writers out;
-  for (auto i : order) {
-    auto& set = found[i];
-    int chosen = set.members.front();
-    if (rule == replica_writer_rule::balanced)
-      for (auto r : set.members)
-        if (written[member(r)] < written[member(chosen)]) chosen = r;
-    out.sets[std::string(set.name)].emplace_back(std::move(set.shard), chosen);
-    written[member(chosen)] += set.bytes;
-  }
-  return out;
+  return assign_writers(found, by_name, written, member, rule);
 }
 
 CAIRN_DECL detail::saved_writers::saved_writers(checkpoint_metadata const& metadata) : metadata_(&metadata) {

@@ -113,6 +113,21 @@ inline std::optional<std::uint64_t> agreed_hash(std::vector<std::int64_t> const&
   return static_cast<std::uint64_t>(v[at]) | (static_cast<std::uint64_t>(v[at + 1]) << 32);
 }
 
+/// Every rank's layout, all-gathered from each rank's `mine_text` (its compact JSON), with the
+/// hash of this rank's and of every rank's.
+inline layout_exchange exchange_layouts(comm::communicator_ref comm, std::string const& mine_text) {
+  layout_exchange out;
+  io::checksum all;
+  for (auto const& text : comm::all_gather_strings(comm, mine_text)) {
+    out.ranks.push_back(parse<rank_layout>(parse_json(text)));
+    auto one = text_hash(text);
+    all.update(std::as_bytes(std::span(&one, 1)));
+  }
+  out.mine = text_hash(mine_text);
+  out.all = all.value();
+  return out;
+}
+
 /// The rules of every rank's layout, agreed without exchanging layouts; nothing, alike on every
 /// rank, where the state names no grid or its layouts are not the grid's.
 inline std::optional<layout_exchange> agree_rules(model_state const& state, comm::communicator_ref comm,
@@ -195,7 +210,8 @@ inline std::optional<layout_exchange> agree_rules(model_state const& state, comm
 
 CAIRN_DECL detail::layout_exchange detail::agree_layouts(model_state const& state, comm::communicator_ref comm,
                                                          layout_exchange* reuse) {
-  auto mine = text_hash(compact(to_json(state.layout())));
+  auto mine_text = compact(to_json(state.layout()));
+  auto mine = text_hash(mine_text);
   if (reuse) {
     // Unchanged everywhere, and the same exchange kept everywhere: one all-reduce of 40 bytes.
     bool kept = (reuse->rules || reuse->ranks.size() == static_cast<std::size_t>(comm.size())) && reuse->mine == mine;
@@ -208,51 +224,13 @@ CAIRN_DECL detail::layout_exchange detail::agree_layouts(model_state const& stat
     if (reuse) *reuse = *agreed;
     return *agreed;
   }
-  layout_exchange out;
-  out.ranks = all_rank_layouts(state, comm, nullptr);
-  io::checksum all;
-  for (auto const& r : out.ranks) {
-    auto one = text_hash(compact(to_json(r)));
-    all.update(std::as_bytes(std::span(&one, 1)));
-  }
-  out.mine = mine;
-  out.all = all.value();
+  auto out = exchange_layouts(comm, mine_text);
   if (reuse) *reuse = out;
   return out;
 }
 
-CAIRN_DECL std::vector<rank_layout> detail::all_rank_layouts(model_state const& state, comm::communicator_ref comm,
-                                                             layout_exchange* reuse) {
-  auto mine_text = detail::compact(to_json(state.layout()));
-  auto hash = [](std::string const& text) { return io::checksum_of(std::as_bytes(std::span(text))); };
-  auto mine = hash(mine_text);
-  if (reuse) {
-    // Unchanged everywhere, and the same exchange kept everywhere: the maximum of each value
-    // and of its negation give its maximum and its minimum over the ranks, in one all-reduce.
-    bool kept = reuse->ranks.size() == static_cast<std::size_t>(comm.size()) && reuse->mine == mine;
-    auto low = static_cast<std::int64_t>(reuse->all & 0xffffffffU), high = static_cast<std::int64_t>(reuse->all >> 32);
-    auto agreed = at::empty({5}, at::TensorOptions().dtype(at::kLong));
-    auto* v = agreed.data_ptr<std::int64_t>();
-    v[0] = kept ? 0 : 1;
-    v[1] = low;
-    v[2] = high;
-    v[3] = -low;
-    v[4] = -high;
-    agreed = agreed.to(comm.device());
-    comm.all_reduce(agreed, comm::reduce_op::max);
-    agreed = agreed.to(c10::Device(c10::kCPU));
-    v = agreed.data_ptr<std::int64_t>();
-    if (v[0] == 0 && v[1] == -v[3] && v[2] == -v[4]) return reuse->ranks;
-  }
-  std::vector<rank_layout> ranks;
-  io::checksum all;
-  for (auto const& text : comm::all_gather_strings(comm, mine_text)) {
-    ranks.push_back(parse<rank_layout>(parse_json(text)));
-    auto one = hash(text);
-    all.update(std::as_bytes(std::span(&one, 1)));
-  }
-  if (reuse) *reuse = {ranks, std::nullopt, mine, all.value()};
-  return ranks;
+CAIRN_DECL std::vector<rank_layout> detail::all_rank_layouts(model_state const& state, comm::communicator_ref comm) {
+  return exchange_layouts(comm, compact(to_json(state.layout()))).ranks;
 }
 
 CAIRN_DECL at::Tensor take_shard(at::Tensor const& whole, shard_layout const& layout) {
