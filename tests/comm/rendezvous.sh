@@ -49,16 +49,18 @@ grep -q "disagree on the grid: rank 0 has .*, rank [1-3] has " "$dir/grids.log" 
   { cat "$dir/grids.log"; fail "different grids: the difference is not named"; }
 
 # Two launchers given the same node rank: each rank's second copy is refused, naming it (the
-# first copies may make a whole job with node 0, or fail when their launcher stops them).
+# first copies may make a whole job with node 0, or fail when their launcher stops them). One
+# experiment directory for every copy: a job made of the two launchers' first copies must not
+# fail on its directory check, and stop the second copies, before they are refused.
 port=$((port + 1))
 for copy in a b; do
   # shellcheck disable=SC2086
-  "$tool" launch -n 2 --nnodes 2 --node-rank 1 --master-port $port -- "$train" run.experiment_dir="$dir/twice-$copy" \
+  "$tool" launch -n 2 --nnodes 2 --node-rank 1 --master-port $port -- "$train" run.experiment_dir="$dir/twice" \
     $common run.collective_timeout=20 >"$dir/twice-$copy.log" 2>&1 &
   eval "twice_$copy=\$!"
 done
 # shellcheck disable=SC2086
-"$tool" launch -n 2 --nnodes 2 --node-rank 0 --master-port $port -- "$train" run.experiment_dir="$dir/twice-0" \
+"$tool" launch -n 2 --nnodes 2 --node-rank 0 --master-port $port -- "$train" run.experiment_dir="$dir/twice" \
   $common run.collective_timeout=20 >"$dir/twice-0.log" 2>&1
 # shellcheck disable=SC2154 # set by the eval above
 wait "$twice_a"
