@@ -12,6 +12,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
 #include <map>
@@ -34,20 +35,27 @@ CAIRN_DECL void on_signal(int signal) {
   [[maybe_unused]] auto ignored = ::write(forwarded_signal_pipe[1], &byte, 1);
 }
 
+// A port for a one-node job's rendezvous that nothing listens on now, below the kernel's range of
+// ephemeral ports (32768 and up on Linux): a port the kernel handed out (bind to port 0) is free
+// only until the store binds it, and any server started on port 0 or outgoing connection in the
+// meantime may take it; nothing takes a port below that range unasked. Launchers starting at once
+// try different ports first (each from its own pid on).
 CAIRN_DECL int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw comm_error(comm_errc::launch, std::string("cannot open a socket: ") + std::strerror(errno));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+  constexpr int first = 20000, count = 12000;
+  auto const start = static_cast<int>(::getpid() % count);
+  for (int i = 0; i < count; ++i) {
+    int const port = first + (start + 7919 * i) % count;
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) throw comm_error(comm_errc::launch, std::string("cannot open a socket: ") + std::strerror(errno));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    bool const bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
     ::close(fd);
-    throw comm_error(comm_errc::launch, std::string("cannot find a free port: ") + std::strerror(errno));
+    if (bound) return port;
   }
-  ::close(fd);
-  return ntohs(address.sin_port);
+  throw comm_error(comm_errc::launch, "cannot find a free port in [20000, 32000) for the rendezvous: pass --master-port");
 }
 
 CAIRN_DECL void emit_lines(int rank, std::string& partial, char const* data, std::size_t size, FILE* to,
