@@ -58,11 +58,13 @@ int train(train_config cfg) {
   if (cfg.device == cairn::device_type::cuda && !at::hasCUDA())
     throw cairn::config_error(std::vector<cairn::diagnostic>{{"device", "cuda is not available here"}});
   auto grid = grid_of(cfg, cairn::comm::environment_or_single().world_size); // before any rank waits
-  auto comms = cairn::comm::connect(cfg.comm, cfg.device == cairn::device_type::cuda, grid, cfg.run.timeout());
+  auto comms = cairn::comm::connect(cfg.comm, cfg.device == cairn::device_type::cuda, grid, cfg.run.timeout(),
+                                    cfg.training.checkpoint.local.copies());
   bool leader = comms.world.rank() == 0;
-  cairn::training_run run(cfg, &train_config::model, comms.world, converter()); // may apply pretrained's config
-  grid_of(cfg, grid.world_size());                                              // the final config fits it too
-  trainer model(cfg, comms);                                                    // built from the final config
+  cairn::training_run run(cfg, &train_config::model, comms.world, converter());   // may apply pretrained's config
+  if (comms.transfers) run.manager().set_transfer_communicator(*comms.transfers); // local tier's copies
+  grid_of(cfg, grid.world_size());                                                // the final config fits it too
+  trainer model(cfg, comms);                                                      // built from the final config
   auto start = run.start(model.state());
   if (run.started().kind != cairn::start_kind::fresh) model.gather_weights();
   report_start(run, start, leader);

@@ -188,9 +188,11 @@ int train(llama_config cfg) {
     throw cairn::config_error(std::vector<cairn::diagnostic>{{"device", "cuda is not available here"}});
   auto world_size = cairn::comm::environment_or_single().world_size;
   auto grid = grid_of(cfg, cfg.model, world_size); // before any rank waits
-  auto comms = cairn::comm::connect(cfg.comm, cfg.device == cairn::device_type::cuda, grid, cfg.run.timeout());
+  auto comms = cairn::comm::connect(cfg.comm, cfg.device == cairn::device_type::cuda, grid, cfg.run.timeout(),
+                                    cfg.training.checkpoint.local.copies());
   bool leader = comms.world.rank() == 0;
   cairn::training_run run(cfg, &llama_config::model, comms.world, run_converter(cfg)); // may apply pretrained's
+  if (comms.transfers) run.manager().set_transfer_communicator(*comms.transfers);      // local tier's copies
   grid_of(cfg, cfg.model, world_size);                                                 // the final model fits too
   std::vector<cairn::diagnostic> problems;
   if (cfg.model.vocab_size < 128)

@@ -84,7 +84,9 @@
 #include <cairn/checkpoint/impl/tensor.ipp>
 #include <cairn/checkpoint/impl/weight_rule.ipp>
 #include <cairn/training/impl/background_writer.ipp>
+#include <cairn/training/impl/local_tier.ipp>
 #include <cairn/training/impl/manager.ipp>
+#include <cairn/training/impl/manager_local.ipp>
 #include <cairn/training/impl/resume.ipp>
 #include <cairn/training/impl/run.ipp>
 #endif

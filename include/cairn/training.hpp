@@ -21,6 +21,7 @@
 
 #ifdef CAIRN_WITH_TORCH
 #include <cairn/training/background_writer.hpp>
+#include <cairn/training/local_tier.hpp>
 #include <cairn/training/manager.hpp>
 #include <cairn/training/resume.hpp>
 #include <cairn/training/run.hpp>

@@ -40,8 +40,9 @@ inline constexpr char const* checkpoint_metadata_version = "4";
 
 /// Which rank's file holds a parameter every rank holds (`replicated`) in a distributed save.
 BOOST_DEFINE_ENUM_CLASS(replica_writer_rule,
-                        rank_0,  ///< rank 0's, every one (saves of metadata version 2 and before)
-                        balanced ///< spread over the ranks by bytes (`detail::replica_writers_of`)
+                        rank_0,   ///< rank 0's, every one (saves of metadata version 2 and before)
+                        balanced, ///< spread over the ranks by bytes (`detail::replica_writers_of`)
+                        each      ///< every holder's: each rank's file holds its whole state (a local save)
 )
 
 struct checkpoint_metadata {
@@ -100,6 +101,10 @@ struct replica_writers {
   /// Per parameter, each distinct replicated shard and the rank that writes it.
   std::map<std::string, std::vector<std::pair<shard_layout, int>>> sets;
 
+  /// Whether every holder writes its own copy (the rule `each`): `of` is then one of them, as
+  /// the balanced rule would choose, for a reader that may read any.
+  bool every_holder = false;
+
   /// The rank that writes replicated shard `shard` of `name`; -1 when no rank holds it so.
   [[nodiscard]] CAIRN_DECL int of(std::string const& name, shard_layout const& shard) const;
 };
@@ -127,6 +132,8 @@ public:
   CAIRN_DECL explicit saved_writers(checkpoint_metadata const& metadata);
   /// The rank whose file holds replicated shard `shard` of `name`; -1 when no rank holds it so.
   [[nodiscard]] CAIRN_DECL int of(std::string const& name, shard_layout const& shard);
+  /// Whether every holder's file holds its replicated shards (the rule `each`).
+  [[nodiscard]] bool every_holder() const noexcept { return metadata_->replica_writers == replica_writer_rule::each; }
 
 private:
   checkpoint_metadata const* metadata_;

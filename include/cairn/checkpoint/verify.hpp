@@ -59,6 +59,12 @@ CAIRN_DECL void verify_state_dict_layout(std::filesystem::path const& path, chec
 /// An external checkpoint's config.json is a JSON object naming its model_type.
 CAIRN_DECL void verify_external_config(std::filesystem::path const& path, std::vector<std::string>& problems);
 
+/// The checksums of every tensor of the safetensors file `file_path` (and of the items it
+/// records), into `report`; in cairn's own formats (`own_format`) every tensor has one, and one
+/// missing means the file was altered.
+CAIRN_DECL void verify_checksums(std::filesystem::path const& file_path, bool own_format, verify_options const& options,
+                                 verification_report& report);
+
 /// Every entry of every index file in `dir` names a file that is there and holds the tensor.
 CAIRN_DECL void verify_indexes(std::filesystem::path const& dir, std::vector<std::string>& problems);
 

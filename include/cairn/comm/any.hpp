@@ -36,6 +36,9 @@ public:
   void gather_into(at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs) {
     self_->gather_into(tensor, root, outputs);
   }
+  void exchange(at::Tensor const& sent, int to, at::Tensor& received, int from) {
+    self_->exchange(sent, to, received, from);
+  }
 
 private:
   struct concept_ {
@@ -49,6 +52,7 @@ private:
     [[nodiscard]] virtual std::vector<at::Tensor> all_gather(at::Tensor const& tensor) = 0;
     [[nodiscard]] virtual std::vector<at::Tensor> gather(at::Tensor const& tensor, int root) = 0;
     virtual void gather_into(at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs) = 0;
+    virtual void exchange(at::Tensor const& sent, int to, at::Tensor& received, int from) = 0;
   };
 
   template <class C> struct model final : concept_ {
@@ -65,6 +69,9 @@ private:
     }
     void gather_into(at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs) override {
       comm::gather_into(c, tensor, root, outputs);
+    }
+    void exchange(at::Tensor const& sent, int to, at::Tensor& received, int from) override {
+      comm::exchange(c, sent, to, received, from);
     }
     C c;
   };

@@ -102,6 +102,19 @@ public:
     });
   }
 
+  /// Sends `sent` to rank `to` and receives `received` (contiguous, on device(), of the size
+  /// `from` sends) from rank `from` at once; -1: nothing that way (see comm::exchange).
+  void exchange(at::Tensor const& sent, int to, at::Tensor& received, int from) {
+    std::vector<at::Tensor> out, in{received};
+    if (to >= 0) out.push_back(sent.reshape({-1}).contiguous());
+    std::vector<c10::intrusive_ptr<c10d::Work>> pending;
+    run("exchange", [&] {
+      if (from >= 0 && received.numel() > 0) pending.push_back(group_->recv(in, from, 1));
+      if (to >= 0 && out[0].numel() > 0) pending.push_back(group_->send(out, to, 1));
+      for (auto& work : pending) work->wait();
+    });
+  }
+
 private:
   /// Runs `step` of collective `what`; a failure of the backend (a rank that died, a broken
   /// connection, a timeout) becomes a comm_error naming this rank and the collective, its kind

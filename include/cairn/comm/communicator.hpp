@@ -1,6 +1,8 @@
 #pragma once
 // cairn: requires libtorch
 
+#include <cairn/error.hpp>
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
@@ -60,6 +62,20 @@ void gather_into(C& comm, at::Tensor const& tensor, int root, std::vector<at::Te
     auto parts = comm::gather(comm, tensor, root);
     for (std::size_t r = 0; r < parts.size(); ++r)
       if (parts[r].numel() > 0) outputs.at(r).copy_(parts[r]);
+  }
+}
+
+/// Sends `sent` to rank `to` and receives `received` (contiguous, on device(), of the size that
+/// rank sends) from rank `from`, both at once: point to point, only the two ends of each transfer
+/// take part, so that every rank of a ring can send to the next while it receives from the
+/// previous. `to` or `from` -1: nothing that way (and `sent` or `received` may be undefined). Through the
+/// communicator's own `exchange` (every cairn backend); a comm_error on one without it.
+template <communicator C> void exchange(C& comm, at::Tensor const& sent, int to, at::Tensor& received, int from) {
+  if constexpr (requires { comm.exchange(sent, to, received, from); }) {
+    comm.exchange(sent, to, received, from);
+  } else {
+    if (to < 0 && from < 0) return;
+    throw comm_error(comm_errc::backend, "this communicator cannot send to one rank (it has no exchange)");
   }
 }
 

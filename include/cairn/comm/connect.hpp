@@ -10,6 +10,7 @@
 #include <cairn/detail/decl.hpp>
 
 #include <chrono>
+#include <optional>
 
 namespace cairn::comm {
 
@@ -32,6 +33,10 @@ struct grid_communicators {
   parallel_grid grid;
   grid_coordinates at;
   any_communicator world, tensor, pipeline, data;
+  /// Every rank of the job again, in a group of its own, where asked for: the local tier's
+  /// background transfers (`checkpoint_manager::set_transfer_communicator`), beside `world`'s
+  /// collectives.
+  std::optional<any_communicator> transfers;
 
   [[nodiscard]] any_communicator& along(axis a) noexcept {
     return a == axis::tensor ? tensor : a == axis::pipeline ? pipeline : data;
@@ -40,14 +45,16 @@ struct grid_communicators {
 
 /// `connect`, for a run on `grid`: every group of the grid over one store, on the backend
 /// `requested` resolves to (Gloo, or NCCL with its groups' communicators of their own). Every
-/// rank makes its groups in the same order (world, tensor, pipeline, data), so that the members
-/// of a group meet. A comm_error (kind environment) when the grid's size is not the job's.
+/// rank makes its groups in the same order (world, tensor, pipeline, data, then `transfers` when
+/// asked for, in a job of several ranks), so that the members of a group meet. A comm_error (kind environment) when the
+/// grid's size is not the job's.
 ///
 ///     auto env = cairn::comm::environment_or_single();
 ///     cairn::comm::parallel_grid grid(cfg.parallel.tensor, 1, env.world_size / cfg.parallel.tensor, env.world_size);
 ///     auto comms = cairn::comm::connect(cfg.comm, cuda, grid, cfg.run.timeout());
 CAIRN_DECL grid_communicators connect(backend requested, bool cuda, parallel_grid const& grid,
-                                      std::chrono::milliseconds timeout = std::chrono::minutes(5));
+                                      std::chrono::milliseconds timeout = std::chrono::minutes(5),
+                                      bool transfers = false);
 
 } // namespace cairn::comm
 

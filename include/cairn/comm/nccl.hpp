@@ -103,6 +103,10 @@ public:
   /// rank `root`; sends and receives, no padding.
   CAIRN_DECL void gather_into(at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs);
 
+  /// Sends `sent` to rank `to` and receives `received` (on this device, of the size `from`
+  /// sends) from rank `from` at once, in one NCCL group; -1: nothing that way.
+  CAIRN_DECL void exchange(at::Tensor const& sent, int to, at::Tensor& received, int from);
+
 private:
   CAIRN_DECL at::Tensor gather_equal(at::Tensor const& tensor);
   /// Waits for what was enqueued, watching for NCCL's asynchronous errors and the timeout.

@@ -39,6 +39,9 @@ public:
   void gather_into(at::Tensor const& tensor, int root, std::vector<at::Tensor>& outputs) {
     table_->gather_into(self_, tensor, root, outputs);
   }
+  void exchange(at::Tensor const& sent, int to, at::Tensor& received, int from) {
+    table_->exchange(self_, sent, to, received, from);
+  }
 
 private:
   struct table {
@@ -51,6 +54,7 @@ private:
     std::vector<at::Tensor> (*all_gather)(void*, at::Tensor const&);
     std::vector<at::Tensor> (*gather)(void*, at::Tensor const&, int);
     void (*gather_into)(void*, at::Tensor const&, int, std::vector<at::Tensor>&);
+    void (*exchange)(void*, at::Tensor const&, int, at::Tensor&, int);
   };
 
   template <class C> static C& self(void* p) noexcept { return *static_cast<C*>(p); }
@@ -66,6 +70,9 @@ private:
       [](void* p, at::Tensor const& t, int root) { return comm::gather(self<C>(p), t, root); },
       [](void* p, at::Tensor const& t, int root, std::vector<at::Tensor>& out) {
         comm::gather_into(self<C>(p), t, root, out);
+      },
+      [](void* p, at::Tensor const& sent, int to, at::Tensor& received, int from) {
+        comm::exchange(self<C>(p), sent, to, received, from);
       },
   };
 

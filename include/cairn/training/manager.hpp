@@ -13,6 +13,7 @@
 #include <cairn/diagnostics.hpp>
 #include <cairn/training/background_writer.hpp>
 #include <cairn/training/callback.hpp>
+#include <cairn/training/local_tier.hpp>
 #include <cairn/training/lock.hpp>
 #include <cairn/training/manager_options.hpp>
 #include <cairn/training/preemption.hpp>
@@ -78,13 +79,25 @@ public:
 
   [[nodiscard]] save_directory const& checkpoints() const noexcept { return checkpoints_; }
   [[nodiscard]] save_directory const& exports() const noexcept { return exports_; }
+  /// This node's local checkpoints, where the local tier is enabled.
+  [[nodiscard]] save_directory const* local_checkpoints() const noexcept { return local_ ? &*local_ : nullptr; }
+
+  /// Sets the communicator of the local tier's background transfers (each rank's part copied to
+  /// its peers on other nodes): every rank of the job again, in a group of its own, so that the
+  /// transfers run beside training's collectives (`comm::connect(…, transfers)` makes one). A
+  /// run of several nodes with `training.checkpoint.local.replicas` > 0 needs it. `comm` must
+  /// outlive the manager.
+  void set_transfer_communicator(comm::communicator_ref comm) { transfers_ = comm; }
   [[nodiscard]] training_config const& config() const noexcept { return config_; }
 
   /// Loads the newest complete checkpoint into `state` (any layout and world size) and returns
   /// it, or nothing when there is none (the caller starts fresh or from `pretrained`). What
   /// interrupted saves left is removed first, with a warning each. A checkpoint that does not
   /// load (a missing file, a bad checksum) is skipped with a warning for the next older one;
-  /// when none loads, an error lists why. Collective.
+  /// when none loads, an error lists why. With the local tier, the newest iteration whole across
+  /// the tiers is loaded, each rank's part from the nearest sound copy: its node's disk, else a
+  /// peer's (sent to it, and kept on its disk again), else the persistent tier; every choice is
+  /// reported (docs/tiers.md). Collective.
   CAIRN_DECL std::optional<resumed_checkpoint> resume(model_state& state);
 
   /// Checks, before step one, what would otherwise fail hours later: the config validates, the
@@ -116,6 +129,11 @@ public:
   /// committing the one in flight. Retention and the callback follow its commit. Collective.
   CAIRN_DECL void save(std::int64_t iteration, model_state const& state, boost::json::value const& metadata = {});
 
+  /// Saves a local checkpoint of `state` at `iteration` now, on every node's own disk, each
+  /// rank's part copied to its peers (in the background when async), after committing the save
+  /// in flight. Retention follows its commit. Collective.
+  CAIRN_DECL void save_local(std::int64_t iteration, model_state const& state, boost::json::value const& metadata = {});
+
   /// Saves an export of `state` at `iteration` now, as the export config says, in the
   /// foreground. Retention and the callback follow. When it fails, a checkpoint saving in the
   /// background meanwhile is committed (if whole) before the error propagates. Collective.
@@ -138,6 +156,18 @@ private:
   /// commit_pending(), for when another error is on its way out: a save in flight that is whole
   /// is committed; one that is not is abandoned with a warning. Collective.
   CAIRN_DECL void commit_pending_quietly() noexcept;
+
+  /// The nodes of the local tier, found once (collective).
+  CAIRN_DECL local_nodes const& nodes();
+
+  /// The newest local checkpoint whole across the nodes, at an iteration not older than
+  /// `persistent` (the newest persistent one), loaded into `state`; nothing (reported) when
+  /// there is none or it does not load. Collective.
+  CAIRN_DECL std::optional<resumed_checkpoint> recover_local(model_state& state,
+                                                             std::optional<std::int64_t> persistent);
+
+  /// The local save in flight, written on every rank: each node's leader commits its part.
+  CAIRN_DECL void commit_local(background_writer::write& write);
 
   /// Rank 0 prepares an empty staging directory; every rank learns whether it could.
   CAIRN_DECL void stage(save_directory& dir, std::int64_t iteration);
@@ -181,7 +211,12 @@ private:
   std::optional<std::int64_t> last_export_;
   std::int64_t start_ = 0;
   bool shared_checked_ = false;
-  detail::layout_exchange layouts_; // the ranks' layouts at the last checkpoint, reused while unchanged
+  detail::layout_exchange layouts_;     // the ranks' layouts at the last checkpoint, reused while unchanged
+  std::optional<save_directory> local_; // this node's local checkpoints
+  std::optional<comm::communicator_ref> transfers_;
+  std::optional<local_nodes> nodes_;
+  bool pending_local_ = false; // the save in flight is a local one
+  std::optional<std::int64_t> last_local_;
 };
 
 /// Checks that every rank sees `dir` as rank 0 does: rank 0 writes a probe file there that every
@@ -228,4 +263,5 @@ private:
 
 #ifndef CAIRN_SEPARATE_COMPILATION
 #include <cairn/training/impl/manager.ipp>
+#include <cairn/training/impl/manager_local.ipp>
 #endif

@@ -22,8 +22,9 @@ namespace cairn {
 /// The checkpoint a run resumed from.
 struct resumed_checkpoint {
   std::int64_t iteration = 0;
-  std::filesystem::path path;
+  std::filesystem::path path; ///< on this rank's node, for one from the local tier
   checkpoint_metadata metadata;
+  bool local = false; ///< from the local tier (training.checkpoint.local)
 };
 
 /// The complete saves of a directory of checkpoints: those worth loading, and those refused

@@ -45,21 +45,62 @@ constexpr auto cairn_fields(checkpoint_base_config const*) {
                       check::positive));
 }
 
+/// The local tier of checkpoints: saves on each node's own disk (`<directory>/checkpoints/<iteration>/`
+/// on every node, holding its ranks' parts and the replicas it keeps of other nodes' parts),
+/// frequent and fast, beside the persistent checkpoints of the experiment directory. Each rank's
+/// part is also written by `replicas` peers on other nodes, so that a lost node's parts survive
+/// on its peers. See docs/tiers.md.
+struct local_checkpoint_config : interval_config {
+  /// The node's own directory: the same path on every node, a different disk behind it.
+  std::filesystem::path directory;
+  std::int64_t keep = 2;
+  std::int64_t replicas = 1;
+
+  /// Whether local saves are made: an interval is set.
+  [[nodiscard]] bool saves() const noexcept { return interval.has_value(); }
+  /// Whether local saves are copied to peers: what `comm::connect(…, transfers)` is asked for.
+  [[nodiscard]] bool copies() const noexcept { return saves() && replicas > 0; }
+
+  void validate(validation& v) {
+    if (interval && directory.empty())
+      v.error("directory", "required: local checkpoints are enabled (interval is set)");
+  }
+};
+BOOST_DESCRIBE_STRUCT(local_checkpoint_config, (interval_config), (directory, keep, replicas))
+
+constexpr auto cairn_fields(local_checkpoint_config const*) {
+  return fields(update(&local_checkpoint_config::interval)
+                    .description("Iterations between local checkpoints. Unset disables the local tier."),
+                field(&local_checkpoint_config::directory,
+                      "Directory on each node's own disk (e.g. /local/nvme/run), the same path on every node; "
+                      "it must not be shared between nodes.",
+                      hint::feature),
+                field(&local_checkpoint_config::keep, "Local checkpoints each node keeps; older ones are deleted.",
+                      hint::feature, check::positive),
+                field(&local_checkpoint_config::replicas,
+                      "Peers on other nodes that keep a copy of each rank's part (at most the nodes but one).",
+                      hint::feature, check::non_negative));
+}
+
 /// Checkpoints for resuming: `<experiment_dir>/checkpoints/<iteration>/`, always the
-/// distributed format with model weights and optimizer state.
+/// distributed format with model weights and optimizer state; and their local tier.
 struct checkpoint_config : checkpoint_base_config {
   checkpoint_config() { keep = 5; }
+
+  local_checkpoint_config local;
 
   /// The save config of the checkpoint at `path`.
   [[nodiscard]] CAIRN_DECL checkpoint_save_config save_config(std::filesystem::path path) const;
 };
-BOOST_DESCRIBE_STRUCT(checkpoint_config, (checkpoint_base_config), ())
+BOOST_DESCRIBE_STRUCT(checkpoint_config, (checkpoint_base_config), (local))
 
 constexpr auto cairn_fields(checkpoint_config const*) {
   return fields(
       update(&checkpoint_config::interval)
           .description("Iterations between checkpoints. Unset disables checkpoints, the final one included."),
-      update(&checkpoint_config::keep).description("Checkpoints to keep; older ones are deleted. Unset keeps all."));
+      update(&checkpoint_config::keep).description("Checkpoints to keep; older ones are deleted. Unset keeps all."),
+      field(&checkpoint_config::local, "Local checkpoints on each node's own disk, replicated to peers.",
+            hint::feature));
 }
 
 /// Exports for keeping or sharing: `<experiment_dir>/export/<iteration>/`, independent of

@@ -33,11 +33,15 @@ struct distributed {
   /// asynchronous save writes them on a thread of its own from a copy of the state.
   ///
   /// With `reuse` (what a run keeps from one save to the next), layouts unchanged since the
-  /// last save are agreed without exchanging them again (`detail::agree_layouts`).
+  /// last save are agreed without exchanging them again (`detail::agree_layouts`). `replicas`
+  /// says which holders write a replicated parameter: one (balanced), or each its own
+  /// (`replica_writer_rule::each`: every rank's file then holds its whole state, as a local
+  /// save's must, to be recovered alone).
   CAIRN_DECL static save_plan plan(model_state const& state, comm::communicator_ref comm,
                                    checkpoint_save_config const& config, boost::json::value const& program_config,
                                    boost::json::value const& user_metadata,
-                                   cairn::detail::layout_exchange* reuse = nullptr);
+                                   cairn::detail::layout_exchange* reuse = nullptr,
+                                   replica_writer_rule replicas = replica_writer_rule::balanced);
 
   /// Loads into `state` (see cairn::load_checkpoint). Collective.
   CAIRN_DECL static checkpoint_metadata load(model_state& state, comm::communicator_ref comm,

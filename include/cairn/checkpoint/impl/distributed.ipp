@@ -35,7 +35,8 @@ CAIRN_DECL void distributed::save(model_state const& state, comm::communicator_r
 
 CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communicator_ref comm,
                                        checkpoint_save_config const& config, boost::json::value const& program_config,
-                                       boost::json::value const& user_metadata, cairn::detail::layout_exchange* reuse) {
+                                       boost::json::value const& user_metadata, cairn::detail::layout_exchange* reuse,
+                                       replica_writer_rule replicas) {
   comm::all_succeed(comm, "the state is not valid", [&] { state.check(); }); // on every rank together
   save_plan out;
   out.format = format;
@@ -68,6 +69,7 @@ CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communica
   metadata.config = program_config;
   metadata.metadata = user_metadata;
   metadata.iteration = detail::stored_iteration(user_metadata);
+  metadata.replica_writers = replicas;
   // Replicated parameters: each written once, by the rank the layouts give it, so that every
   // rank writes about as much (Megatron's fully parallel save, for data parallelism). Under
   // rules, a rank knows its own stage's writers, and plans its own file alone.
@@ -83,7 +85,8 @@ CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communica
       cairn::detail::put_items(file.metadata, state.items); // this rank's state beyond tensors
     }
     for (auto const& p : live.parameters) {
-      if (p.replicated && writers.of(p.name, p.shard) != r) continue; // another replica writes it
+      if (p.replicated && !writers.every_holder && writers.of(p.name, p.shard) != r)
+        continue; // another replica writes it
       for (auto i : shards)
         file.items.push_back({cairn::detail::tensor_name(p.name, state.shard_names[i]),
                               p.dtype,
@@ -140,7 +143,11 @@ struct rank_file_reader {
     std::vector<load_source> found;
     for (auto const& [r, saved] : held) {
       // A replicated parameter is in its writer's file only.
-      if (saved->replicated ? r != writers.of(p.layout.name, saved->shard) : fast && r != rank) continue;
+      // (Where every holder wrote its own, as a local save's do, a rank loading with the saving
+      // layout reads its own file.)
+      if (saved->replicated ? r != (fast && writers.every_holder() ? rank : writers.of(p.layout.name, saved->shard))
+                            : fast && r != rank)
+        continue;
       if (saved->shape != p.layout.shape) {
         load.problem(path, "has shape " + shape_text(saved->shape) + " in the checkpoint, " +
                                shape_text(p.layout.shape) + " here");
@@ -209,7 +216,10 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
       if (rule != rules.end()) {
         if (reader.fast) {
           auto const& mine = saved_mine.parameters[static_cast<std::size_t>(&p - state.parameters.data())];
-          computed.emplace_back(mine.replicated ? reader.writers.of(mine.name, mine.shard) : comm.rank(), mine);
+          computed.emplace_back(mine.replicated && !reader.writers.every_holder()
+                                    ? reader.writers.of(mine.name, mine.shard)
+                                    : comm.rank(),
+                                mine);
         } else {
           computed = cairn::detail::holdings_of(*metadata.rules, *rule->second);
         }

@@ -85,10 +85,11 @@ replica_writers assign_writers(std::vector<replica_set>& found,
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return found[a].bytes > found[b].bytes; });
   replica_writers out;
+  out.every_holder = rule == replica_writer_rule::each;
   for (auto i : order) {
     auto& set = found[i];
     int chosen = set.members.front();
-    if (rule == replica_writer_rule::balanced)
+    if (rule != replica_writer_rule::rank_0)
       for (auto r : set.members)
         if (written[member(r)] < written[member(chosen)]) chosen = r;
     out.sets[std::string(set.name)].emplace_back(std::move(set.shard), chosen);

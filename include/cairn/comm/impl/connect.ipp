@@ -14,6 +14,7 @@
 #endif
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,7 @@ CAIRN_DECL any_communicator connect(backend requested, bool cuda, std::chrono::m
 }
 
 CAIRN_DECL grid_communicators connect(backend requested, bool cuda, parallel_grid const& grid,
-                                      std::chrono::milliseconds timeout) {
+                                      std::chrono::milliseconds timeout, bool transfers) {
   [[maybe_unused]] auto chosen = detail::chosen_backend(requested, cuda);
   auto env = environment_or_single();
   if (grid.world_size() != env.world_size)
@@ -56,7 +57,8 @@ CAIRN_DECL grid_communicators connect(backend requested, bool cuda, parallel_gri
             connect(requested, cuda, timeout),
             any_communicator(single_process()),
             any_communicator(single_process()),
-            any_communicator(single_process())};
+            any_communicator(single_process()),
+            {}};
   // Every rank's launcher and program must mean the same job: its size (in make_store), grid and backend.
   auto store =
       make_store(env, timeout, {{"backend", chosen == backend::nccl ? "nccl" : "gloo"}, {"grid", grid.text()}});
@@ -76,10 +78,12 @@ CAIRN_DECL grid_communicators connect(backend requested, bool cuda, parallel_gri
   auto tensor = along(axis::tensor, "tp");
   auto pipeline = along(axis::pipeline, "pp");
   auto data = along(axis::data, "dp");
+  std::optional<any_communicator> moves;
+  if (transfers) moves.emplace(group("transfers", everyone));
   // Rank 0 serves the store: it stays until every rank has made every group (an NCCL group's
   // members read its id from the store; a Gloo group holds the store itself).
   world.barrier();
-  return {grid, at, std::move(world), std::move(tensor), std::move(pipeline), std::move(data)};
+  return {grid, at, std::move(world), std::move(tensor), std::move(pipeline), std::move(data), std::move(moves)};
 }
 
 } // namespace cairn::comm

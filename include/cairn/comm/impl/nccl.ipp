@@ -141,6 +141,22 @@ CAIRN_DECL void nccl_communicator::gather_into(at::Tensor const& tensor, int roo
   synchronize("gather");
 }
 
+CAIRN_DECL void nccl_communicator::exchange(at::Tensor const& sent, int to, at::Tensor& received, int from) {
+  usable();
+  auto flat = to >= 0 ? sent.reshape({-1}).contiguous() : at::Tensor();
+  detail::check_nccl(ncclGroupStart(), "ncclGroupStart");
+  if (from >= 0 && received.numel() > 0)
+    issued(ncclRecv(received.data_ptr(), static_cast<std::size_t>(received.numel()),
+                    detail::nccl_type(received.scalar_type()), from, comm_, stream_),
+           "ncclRecv");
+  if (to >= 0 && flat.numel() > 0)
+    issued(ncclSend(flat.data_ptr(), static_cast<std::size_t>(flat.numel()), detail::nccl_type(flat.scalar_type()), to,
+                    comm_, stream_),
+           "ncclSend");
+  issued(ncclGroupEnd(), "ncclGroupEnd");
+  synchronize("exchange");
+}
+
 CAIRN_DECL at::Tensor nccl_communicator::gather_equal(at::Tensor const& tensor) {
   usable();
   auto out = at::empty({tensor.numel() * size_}, tensor.options());

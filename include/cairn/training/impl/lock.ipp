@@ -2,6 +2,7 @@
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/detail/host.hpp>
 #include <cairn/error.hpp>
 #include <cairn/io/backend.hpp>
 #include <cairn/io/error.hpp>
@@ -96,12 +97,6 @@ inline std::string lease_field(std::string const& record, std::string const& lab
   auto begin = at + label.size();
   auto end = record.find_first_of(",\n", begin);
   return record.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-}
-
-inline std::string this_host() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return host;
 }
 
 } // namespace cairn::detail

@@ -10,6 +10,7 @@
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/comm/collectives.hpp>
 #include <cairn/config/json.hpp>
+#include <cairn/detail/host.hpp>
 #include <cairn/diagnostics.hpp>
 #include <cairn/io/backend.hpp>
 #include <cairn/io/storage.hpp>
@@ -50,15 +51,11 @@ CAIRN_DECL basic_checkpoint_manager::basic_checkpoint_manager(training_config co
       checkpoints_(experiment_layout{experiment_dir}.checkpoints()),
       exports_(experiment_layout{experiment_dir}.exports()), comm_(comm), options_(std::move(options)) {
   if (!options_.stop_signals.empty()) signals_.emplace(options_.stop_signals, options_.stop_signal_window);
+  if (config_.checkpoint.local.saves())
+    local_.emplace(config_.checkpoint.local.directory / experiment_layout::checkpoints_folder);
 }
 
 namespace detail {
-
-inline std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "an unknown host";
-  return name;
-}
 
 /// What is in the probe file `path`, or why it cannot be read.
 inline std::string probe_text(std::filesystem::path const& path) {
@@ -89,7 +86,7 @@ inline void remove_probe(std::filesystem::path const& path) noexcept {
 CAIRN_DECL void check_shared_directory(comm::communicator_ref comm, std::filesystem::path const& dir) {
   if (comm.size() == 1) return;
   auto what = "run.experiment_dir " + dir.string() + " is not shared by every rank";
-  auto host = detail::host_name();
+  auto host = detail::this_host();
   std::string probe_name;
   comm::all_succeed(comm, what, [&] {
     if (comm.rank() != 0) return;
@@ -152,6 +149,14 @@ CAIRN_DECL std::optional<resumed_checkpoint> basic_checkpoint_manager::resume(mo
     found = resume_candidates(checkpoints_, {checkpoints_, exports_});
   });
   auto started = clock::now();
+  if (local_) {
+    auto loadable = comm::broadcast_integers(comm_, found.loadable); // rank 0's, newest first
+    auto newest = loadable.empty() ? std::nullopt : std::optional<std::int64_t>(loadable.front());
+    if (auto recovered = recover_local(state, newest)) {
+      last_local_ = start_ = recovered->iteration;
+      return recovered;
+    }
+  }
   auto resumed = load_newest(checkpoints_, std::move(found), state, comm_, options_.verify);
   if (!resumed) return resumed;
   last_checkpoint_ = resumed->iteration;
@@ -176,6 +181,7 @@ CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
   bool saves = config_.checkpoint.enabled() || config_.export_.enabled();
   if (saves && !experiment_dir_.empty() && !std::exchange(shared_checked_, true))
     check_shared_directory(comm_, experiment_dir_);
+  if (local_) nodes(); // its directory: each node's own, writable
   comm::all_succeed(comm_, "preflight failed", [&] {
     if (comm_.rank() != 0) return;
     if (config_.export_.enabled() && config_.export_.format == checkpoint_format::external && !exporter_ && !converter_)
@@ -215,7 +221,10 @@ CAIRN_DECL bool basic_checkpoint_manager::step(std::int64_t iteration, model_sta
   // are enabled at all, on the schedule or not; likewise an export at the end.
   bool stop = preempted_ || config_.shutdown.enabled(iteration);
   bool checkpoint = config_.checkpoint.enabled(iteration) || ((last || stop) && config_.checkpoint.enabled());
-  if (checkpoint && last_checkpoint_ != iteration) save(iteration, state, metadata);
+  if (checkpoint && last_checkpoint_ != iteration)
+    save(iteration, state, metadata);
+  else if (!checkpoint && local_ && config_.checkpoint.local.enabled(iteration) && last_local_ != iteration)
+    save_local(iteration, state, metadata); // a persistent save at the same iteration covers it
   if ((config_.export_.enabled(iteration) || (last && config_.export_.enabled())) && last_export_ != iteration)
     save_export(iteration, state, metadata);
   if (stop || last) finish();
@@ -317,6 +326,7 @@ CAIRN_DECL void basic_checkpoint_manager::finish() {
 CAIRN_DECL void basic_checkpoint_manager::commit_pending() {
   writer_.wait();
   auto write = writer_.take();
+  if (std::exchange(pending_local_, false)) return commit_local(write);
   try {
     comm::all_succeed(comm_, "checkpoint " + std::to_string(write.iteration) + " was not saved",
                       [&] { write.done.get(); });

@@ -27,8 +27,12 @@ namespace detail {
 /// The signal named `name` (TERM, SIGTERM, KILL, INT, USR1, HUP), or 0.
 inline int signal_named(std::string_view name) {
   if (name.starts_with("SIG")) name.remove_prefix(3);
-  for (auto [text, number] :
-       {std::pair{"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT}, {"USR1", SIGUSR1}, {"HUP", SIGHUP}})
+  for (auto [text, number] : {std::pair{"TERM", SIGTERM},
+                              {"KILL", SIGKILL},
+                              {"INT", SIGINT},
+                              {"USR1", SIGUSR1},
+                              {"HUP", SIGHUP},
+                              {"STOP", SIGSTOP}})
     if (name == text) return number;
   return 0;
 }

@@ -1,0 +1,275 @@
+// The local tier of checkpoints across forked ranks grouped into "nodes" by their local
+// directories (the ranks of a node share one; each node has its own): saves on every node with
+// each rank's part copied to a peer on another node, and recovery after a node is replaced,
+// after both copies of a part are lost, with a copy corrupted, beside a torn save. The state's
+// every element is a known function of the iteration, so a loaded state proves which iteration
+// it came from. File transfers between ranks, in chunks, are tested on their own first.
+#include <cairn/checkpoint/format_files.hpp>
+#include <cairn/comm/connect.hpp>
+#include <cairn/config/json.hpp>
+#include <cairn/training/local_tier.hpp>
+#include <cairn/training/manager.hpp>
+
+#include <ATen/Parallel.h>
+
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "checkpoint/manager_state.hpp"
+#include "forked_ranks.hpp"
+#include "io/temp_dir.hpp"
+
+namespace {
+
+std::string read_text(std::filesystem::path const& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_text(std::filesystem::path const& file, std::string const& text) {
+  std::ofstream(file, std::ios::binary) << text;
+}
+
+/// Every diagnostic of this process, appended to `file` (a rank's log the test reads after).
+void log_diagnostics(std::filesystem::path const& file) {
+  cairn::set_diagnostic_sink([file](cairn::severity, cairn::diagnostic const& d) {
+    std::ofstream(file, std::ios::app) << d.to_string() << "\n";
+  });
+}
+
+/// The job's communicators, over a grid of `size` data-parallel ranks, with one for transfers.
+cairn::comm::grid_communicators connect(int size) {
+  return cairn::comm::connect(cairn::comm::backend::gloo, false, cairn::comm::parallel_grid(1, 1, size, size),
+                              std::chrono::seconds(60), true);
+}
+
+/// The manager test's state, plus a parameter every rank holds whole (replicated, the same
+/// values on every rank): its elements too are the iteration's.
+cairn::model_state make_state(int rank, int size, std::int64_t iteration) {
+  auto state = manager_test::make(rank, size, iteration);
+  cairn::parameter_state norm;
+  norm.layout = {"norm", {7}, cairn::io::dtype::F32, true, cairn::shard_layout::whole({7})};
+  for (std::size_t k = 0; k < state.shard_names.size(); ++k) norm.shards.push_back(at::zeros({7}, at::kFloat));
+  state.parameters.push_back(std::move(norm));
+  manager_test::fill(state, iteration);
+  return state;
+}
+
+bool holds(cairn::model_state const& state, std::int64_t iteration) {
+  return manager_test::mismatches(state, iteration) == 0;
+}
+
+/// A run's files: the shared experiment directory and each node's own local directory.
+struct cluster {
+  temp_dir root;
+  int ranks = 4;
+  int per_node = 2;
+
+  [[nodiscard]] std::filesystem::path experiment() const { return root / "experiment"; }
+  [[nodiscard]] std::filesystem::path local(int node) const { return root / ("node-" + std::to_string(node)); }
+  [[nodiscard]] std::filesystem::path local_save(int node, std::int64_t iteration) const {
+    return local(node) / "checkpoints" / std::to_string(iteration);
+  }
+  [[nodiscard]] std::filesystem::path log(int rank) const { return root / ("log-" + std::to_string(rank)); }
+  [[nodiscard]] std::string logs() const {
+    std::string all;
+    for (int r = 0; r < ranks; ++r) all += read_text(log(r));
+    return all;
+  }
+
+  [[nodiscard]] cairn::training_config config(std::int64_t iterations, int node) const {
+    return cairn::from_string<cairn::training_config>(
+        R"({"train_iters": )" + std::to_string(iterations) +
+        R"(, "checkpoint": {"interval": 5, "keep": 2, "local": {"interval": 2, "keep": 2, "replicas": 1, "directory": )" +
+        boost::json::serialize(boost::json::value(local(node).string())) + "}}}");
+  }
+
+  /// Trains iterations 1 … `stop_after` of a run of `iterations` (resuming first), every rank's
+  /// state a function of the iteration; each rank writes "resumed N local|persistent|fresh" to
+  /// its log, then what it found wrong. Returns the first failed rank's status.
+  int train(std::int64_t iterations, std::int64_t stop_after, bool async = true) const {
+    return forked_ranks::run(ranks, [&](int rank) {
+      log_diagnostics(log(rank));
+      auto comms = connect(ranks);
+      auto state = make_state(rank, ranks, 0);
+      cairn::manager_options options;
+      options.async = async;
+      cairn::checkpoint_manager manager(config(iterations, rank / per_node), experiment(), comms.world, options);
+      manager.set_transfer_communicator(*comms.transfers);
+      auto resumed = manager.resume(state);
+      auto start = resumed ? resumed->iteration : 0;
+      std::ofstream(log(rank), std::ios::app)
+          << "resumed " << start << " " << (resumed ? (resumed->local ? "local" : "persistent") : "fresh") << "\n";
+      if (!holds(state, start)) {
+        std::fprintf(stderr, "rank %d: the state resumed from %lld is not that iteration's\n", rank,
+                     static_cast<long long>(start));
+        return 3;
+      }
+      manager.preflight(state);
+      for (auto it = start + 1; it <= stop_after; ++it) {
+        manager_test::fill(state, it);
+        manager.step(it, state);
+      }
+      manager.finish();
+      return 0;
+    });
+  }
+};
+
+} // namespace
+
+TEST_CASE("files move between ranks in chunks, each rank sending one and receiving one at a time") {
+  temp_dir dir;
+  // Rank r's files in dir/r/: "a" of 2500 bytes + r (three chunks of 1000 and a part), "empty"
+  // of none, "big" only on rank 0. Rank 2 has no "a" at all: its transfer fails on both ends.
+  for (int r = 0; r < 3; ++r) {
+    std::filesystem::create_directories(dir / std::to_string(r));
+    std::string bytes(2500 + static_cast<std::size_t>(r), '\0');
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<char>((i * 7 + static_cast<std::size_t>(r)) % 251);
+    if (r != 2) write_text(dir / std::to_string(r) / "a", bytes);
+    write_text(dir / std::to_string(r) / "empty", "");
+  }
+  write_text(dir / "0" / "big", std::string(10000, 'x'));
+  std::vector<cairn::detail::file_transfer> transfers{
+      {0, 1, "a"}, {1, 2, "a"}, {2, 0, "a"}, {0, 2, "empty"}, {0, 1, "big"}};
+  auto status = forked_ranks::run(3, [&](int rank) {
+    auto comm = connect(3);
+    auto mine = dir / std::to_string(rank);
+    auto received = dir / ("in-" + std::to_string(rank));
+    std::filesystem::create_directories(received);
+    auto outcomes = cairn::detail::run_transfers(comm.world, transfers, mine, received, 1000);
+    std::string report;
+    for (auto const& o : outcomes)
+      report += std::to_string(o.index) + (o.received ? " in " : " out ") + std::to_string(o.bytes) + " " +
+                (o.problem.empty() ? "ok" : "failed") + "\n";
+    write_text(dir / ("report-" + std::to_string(rank)), report);
+    return 0;
+  });
+  REQUIRE(status == 0);
+  // Whole files arrive where they were sent, byte for byte.
+  CHECK(read_text(dir / "in-1" / "a") == read_text(dir / "0" / "a"));
+  CHECK(read_text(dir / "in-2" / "a") == read_text(dir / "1" / "a"));
+  CHECK(read_text(dir / "in-1" / "big") == std::string(10000, 'x'));
+  CHECK(std::filesystem::exists(dir / "in-2" / "empty"));
+  CHECK(std::filesystem::file_size(dir / "in-2" / "empty") == 0);
+  // Rank 2 had nothing to send: rank 0 received nothing, and both ends say so.
+  CHECK_FALSE(std::filesystem::exists(dir / "in-0" / "a"));
+  CHECK(read_text(dir / "report-0") == "0 out 2500 ok\n2 in 0 failed\n3 out 0 ok\n4 out 10000 ok\n");
+  CHECK(read_text(dir / "report-1") == "1 out 2501 ok\n0 in 2500 ok\n4 in 10000 ok\n");
+  CHECK(read_text(dir / "report-2") == "2 out 0 failed\n1 in 2501 ok\n3 in 0 ok\n");
+}
+
+TEST_CASE("a replaced node resumes from the newest local checkpoint, its parts sent back by its peer") {
+  cluster run;
+  // Local checkpoints at 2, 4, 6, 8 (kept: 6 and 8), persistent ones at 5 only.
+  REQUIRE(run.train(20, 8) == 0);
+  for (int node = 0; node < 2; ++node)
+    for (std::int64_t it : {6, 8}) {
+      auto save = run.local_save(node, it);
+      CHECK(std::filesystem::exists(save / cairn::completion_marker));
+      CHECK(std::filesystem::exists(save / "metadata.json"));
+      for (int r = 0; r < 4; ++r) CHECK(std::filesystem::exists(cairn::formats::rank_file(save, r))); // own + peer's
+    }
+  CHECK_FALSE(std::filesystem::exists(run.local_save(0, 4))); // keep: 2
+  CHECK(cairn::save_directory(run.experiment() / "checkpoints").complete() == std::vector<std::int64_t>{5});
+  // Node 1 is replaced: its disk comes back empty.
+  std::filesystem::remove_all(run.local(1));
+  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  REQUIRE(run.train(20, 10) == 0);
+  auto logs = run.logs();
+  for (int r = 0; r < 4; ++r) CHECK(read_text(run.log(r)).find("resumed 8 local") != std::string::npos);
+  CHECK(logs.find("ranks 0, 1 from their node's disk") != std::string::npos);
+  CHECK(logs.find("rank 2 from rank 0 on node 0") != std::string::npos);
+  CHECK(logs.find("rank 3 from rank 1 on node 0") != std::string::npos);
+  // The replaced node holds its parts of 8 again, committed.
+  CHECK(std::filesystem::exists(run.local_save(1, 8) / cairn::completion_marker));
+  CHECK(std::filesystem::exists(cairn::formats::rank_file(run.local_save(1, 8), 2)));
+}
+
+TEST_CASE("with both copies of a part lost, the run resumes from the persistent tier and says so") {
+  cluster run;
+  run.ranks = 3;
+  run.per_node = 1; // three nodes of one rank: rank r's part is kept by node r + 1
+  REQUIRE(run.train(20, 8) == 0);
+  // Node 1 and node 2 (which keeps node 1's part) are lost.
+  std::filesystem::remove_all(run.local(1));
+  std::filesystem::remove_all(run.local(2));
+  for (int r = 0; r < 3; ++r) std::filesystem::remove(run.log(r));
+  REQUIRE(run.train(20, 9) == 0);
+  for (int r = 0; r < 3; ++r) CHECK(read_text(run.log(r)).find("resumed 5 persistent") != std::string::npos);
+  auto logs = run.logs();
+  CHECK(logs.find("not whole: no node holds a copy of the parts of rank 1") != std::string::npos);
+  CHECK(logs.find("resuming from the persistent tier's checkpoint 5") != std::string::npos);
+}
+
+TEST_CASE("a corrupted copy is refused by its checksums and the other copy is used") {
+  cluster run;
+  REQUIRE(run.train(20, 8) == 0);
+  // One byte of rank 2's own copy on node 1 flipped, in its tensors' data (the file's end).
+  auto file = cairn::formats::rank_file(run.local_save(1, 8), 2);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-3, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(-3, std::ios::end);
+    c = static_cast<char>(c ^ 0x10);
+    f.write(&c, 1);
+  }
+  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  REQUIRE(run.train(20, 9) == 0);
+  for (int r = 0; r < 4; ++r) CHECK(read_text(run.log(r)).find("resumed 8 local") != std::string::npos);
+  auto logs = run.logs();
+  CHECK(logs.find("refused: rank 2's part on node 1") != std::string::npos);
+  CHECK(logs.find("rank 2 from rank 0 on node 0") != std::string::npos);
+}
+
+TEST_CASE("a local save torn by a crash is never used") {
+  cluster run;
+  REQUIRE(run.train(20, 8) == 0);
+  // What a crash while saving 10 leaves on node 1: a staging directory, and on node 0 a save
+  // renamed into place whose marker was never written.
+  std::filesystem::copy(run.local_save(1, 8), run.local(1) / "checkpoints" / ".partial-10");
+  std::filesystem::copy(run.local_save(0, 8), run.local_save(0, 10));
+  std::filesystem::remove(run.local_save(0, 10) / cairn::completion_marker);
+  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  REQUIRE(run.train(20, 9) == 0);
+  for (int r = 0; r < 4; ++r) CHECK(read_text(run.log(r)).find("resumed 8 local") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(run.local_save(0, 10)));
+  CHECK_FALSE(std::filesystem::exists(run.local(1) / "checkpoints" / ".partial-10"));
+}
+
+TEST_CASE("local checkpoints of another experiment, or of another number of ranks, are not resumed from") {
+  cluster run;
+  REQUIRE(run.train(20, 8) == 0);
+  // Another experiment directory beside the same local directories: nothing of it to resume.
+  cluster other;
+  for (int node = 0; node < 2; ++node)
+    std::filesystem::copy(run.local(node), other.local(node), std::filesystem::copy_options::recursive);
+  REQUIRE(other.train(20, 1) == 0);
+  for (int r = 0; r < 4; ++r) CHECK(read_text(other.log(r)).find("resumed 0 fresh") != std::string::npos);
+  CHECK(other.logs().find("a local checkpoint of another experiment") != std::string::npos);
+  // The same experiment on two ranks: the local parts are four ranks', it reshards from the
+  // persistent tier.
+  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  run.ranks = 2;
+  run.per_node = 1;
+  REQUIRE(run.train(20, 6) == 0);
+  for (int r = 0; r < 2; ++r) CHECK(read_text(run.log(r)).find("resumed 5 persistent") != std::string::npos);
+  CHECK(run.logs().find("saved by another number of ranks") != std::string::npos);
+}
+
+int main(int argc, char** argv) {
+  // Ranks are forked from this process: no thread pools to inherit.
+  at::set_num_threads(1);
+  doctest::Context context(argc, argv);
+  return context.run();
+}
