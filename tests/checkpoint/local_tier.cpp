@@ -5,6 +5,7 @@
 // every element is a known function of the iteration, so a loaded state proves which iteration
 // it came from. File transfers between ranks, in chunks, are tested on their own first.
 #include <cairn/checkpoint/format_files.hpp>
+#include <cairn/checkpoint/verify.hpp>
 #include <cairn/comm/connect.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/training/local_tier.hpp>
@@ -71,6 +72,7 @@ struct cluster {
   temp_dir root;
   int ranks = 4;
   int per_node = 2;
+  bool promote = false;
 
   [[nodiscard]] std::filesystem::path experiment() const { return root / "experiment"; }
   [[nodiscard]] std::filesystem::path local(int node) const { return root / ("node-" + std::to_string(node)); }
@@ -87,7 +89,8 @@ struct cluster {
   [[nodiscard]] cairn::training_config config(std::int64_t iterations, int node) const {
     return cairn::from_string<cairn::training_config>(
         R"({"train_iters": )" + std::to_string(iterations) +
-        R"(, "checkpoint": {"interval": 5, "keep": 2, "local": {"interval": 2, "keep": 2, "replicas": 1, "directory": )" +
+        R"(, "checkpoint": {"interval": 5, "keep": 2, "local": {"interval": 2, "keep": 2, "replicas": 1, "promote": )" +
+        (promote ? "true" : "false") + R"(, "directory": )" +
         boost::json::serialize(boost::json::value(local(node).string())) + "}}}");
   }
 
@@ -265,6 +268,27 @@ TEST_CASE("local checkpoints of another experiment, or of another number of rank
   REQUIRE(run.train(20, 6) == 0);
   for (int r = 0; r < 2; ++r) CHECK(read_text(run.log(r)).find("resumed 5 persistent") != std::string::npos);
   CHECK(run.logs().find("saved by another number of ranks") != std::string::npos);
+}
+
+TEST_CASE("promoted, a persistent checkpoint is a copy of the local files, and loads on another world size") {
+  cluster run;
+  run.promote = true;
+  REQUIRE(run.train(10, 10) == 0); // persistent 5 and 10, each a local checkpoint first
+  auto persistent = run.experiment() / "checkpoints" / "10";
+  REQUIRE(std::filesystem::exists(persistent / cairn::completion_marker));
+  for (int r = 0; r < 4; ++r)
+    CHECK(read_text(cairn::formats::rank_file(persistent, r)) ==
+          read_text(cairn::formats::rank_file(run.local_save(r / 2, 10), r)));
+  CHECK(read_text(persistent / "metadata.json") == read_text(run.local_save(1, 10) / "metadata.json"));
+  auto report = cairn::verify_checkpoint(persistent);
+  CHECK_MESSAGE(report.ok(), (report.problems.empty() ? "" : report.problems.front()));
+  CHECK(cairn::save_directory(run.experiment() / "checkpoints").complete() == std::vector<std::int64_t>{5, 10});
+  // Three ranks read it, resharded (every rank's file holds its replicated parameters too).
+  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  run.ranks = 3;
+  run.per_node = 1;
+  REQUIRE(run.train(12, 11) == 0);
+  for (int r = 0; r < 3; ++r) CHECK(read_text(run.log(r)).find("resumed 10 persistent") != std::string::npos);
 }
 
 int main(int argc, char** argv) {

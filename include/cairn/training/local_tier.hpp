@@ -42,6 +42,11 @@ CAIRN_DECL std::vector<int> replica_holders(local_nodes const& nodes, int rank, 
 
 namespace detail {
 
+/// Copies the file or object `from` to `to` (through their storage backends: a local file
+/// uploaded to an object store, say), in chunks of `chunk` bytes, committed durably when whole.
+CAIRN_DECL void copy_file(std::filesystem::path const& from, std::filesystem::path const& to,
+                          std::uint64_t chunk = std::uint64_t{32} << 20);
+
 /// One file to move between two ranks, named relative to each end's directory.
 struct file_transfer {
   int from = 0;

@@ -157,6 +157,11 @@ private:
   /// is committed; one that is not is abandoned with a warning. Collective.
   CAIRN_DECL void commit_pending_quietly() noexcept;
 
+  /// save_local, and with `promote` the persistent checkpoint of `iteration` too, copied from
+  /// the local files in the background.
+  CAIRN_DECL void save_local(std::int64_t iteration, model_state const& state, boost::json::value const& metadata,
+                             bool promote);
+
   /// The nodes of the local tier, found once (collective).
   CAIRN_DECL local_nodes const& nodes();
 
@@ -215,7 +220,8 @@ private:
   std::optional<save_directory> local_; // this node's local checkpoints
   std::optional<comm::communicator_ref> transfers_;
   std::optional<local_nodes> nodes_;
-  bool pending_local_ = false; // the save in flight is a local one
+  bool pending_local_ = false;     // the save in flight is a local one
+  bool pending_promotion_ = false; // … and the persistent checkpoint of its iteration too
   std::optional<std::int64_t> last_local_;
 };
 

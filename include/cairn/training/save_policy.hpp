@@ -55,6 +55,7 @@ struct local_checkpoint_config : interval_config {
   std::filesystem::path directory;
   std::int64_t keep = 2;
   std::int64_t replicas = 1;
+  bool promote = false;
 
   /// Whether local saves are made: an interval is set.
   [[nodiscard]] bool saves() const noexcept { return interval.has_value(); }
@@ -66,7 +67,7 @@ struct local_checkpoint_config : interval_config {
       v.error("directory", "required: local checkpoints are enabled (interval is set)");
   }
 };
-BOOST_DESCRIBE_STRUCT(local_checkpoint_config, (interval_config), (directory, keep, replicas))
+BOOST_DESCRIBE_STRUCT(local_checkpoint_config, (interval_config), (directory, keep, replicas, promote))
 
 constexpr auto cairn_fields(local_checkpoint_config const*) {
   return fields(update(&local_checkpoint_config::interval)
@@ -79,7 +80,11 @@ constexpr auto cairn_fields(local_checkpoint_config const*) {
                       hint::feature, check::positive),
                 field(&local_checkpoint_config::replicas,
                       "Peers on other nodes that keep a copy of each rank's part (at most the nodes but one).",
-                      hint::feature, check::non_negative));
+                      hint::feature, check::non_negative),
+                field(&local_checkpoint_config::promote,
+                      "Make each persistent checkpoint by copying a local one in the background: training pauses "
+                      "only for the local save, and its files hold each rank's replicated parameters too.",
+                      hint::feature));
 }
 
 /// Checkpoints for resuming: `<experiment_dir>/checkpoints/<iteration>/`, always the

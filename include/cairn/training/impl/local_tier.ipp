@@ -145,6 +145,23 @@ CAIRN_DECL std::vector<int> replica_holders(local_nodes const& nodes, int rank, 
   return out;
 }
 
+CAIRN_DECL void detail::copy_file(std::filesystem::path const& from, std::filesystem::path const& to,
+                                  std::uint64_t chunk) {
+  auto source = io::open_location(from.string());
+  auto size = source.backend->size(source.key);
+  if (!size) throw io::io_error(from, "missing");
+  auto target = io::open_location(to.string());
+  auto writer = target.backend->open_writer(target.key);
+  std::vector<std::byte> buffer(static_cast<std::size_t>(std::min(chunk, *size)));
+  for (std::uint64_t at = 0; at < *size;) {
+    auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), *size - at));
+    source.backend->read(source.key, at, std::span(buffer.data(), n));
+    writer->write(std::span<std::byte const>(buffer.data(), n));
+    at += n;
+  }
+  writer->commit();
+}
+
 namespace detail {
 
 /// The transfers of `transfers` in rounds: in each, a rank sends one at most and receives one at

@@ -221,7 +221,9 @@ CAIRN_DECL bool basic_checkpoint_manager::step(std::int64_t iteration, model_sta
   // are enabled at all, on the schedule or not; likewise an export at the end.
   bool stop = preempted_ || config_.shutdown.enabled(iteration);
   bool checkpoint = config_.checkpoint.enabled(iteration) || ((last || stop) && config_.checkpoint.enabled());
-  if (checkpoint && last_checkpoint_ != iteration)
+  if (checkpoint && last_checkpoint_ != iteration && local_ && config_.checkpoint.local.promote)
+    save_local(iteration, state, metadata, true); // the persistent one copied from the local files
+  else if (checkpoint && last_checkpoint_ != iteration)
     save(iteration, state, metadata);
   else if (!checkpoint && local_ && config_.checkpoint.local.enabled(iteration) && last_local_ != iteration)
     save_local(iteration, state, metadata); // a persistent save at the same iteration covers it

@@ -80,6 +80,11 @@ CAIRN_DECL local_nodes const& basic_checkpoint_manager::nodes() {
 
 CAIRN_DECL void basic_checkpoint_manager::save_local(std::int64_t iteration, model_state const& state,
                                                      boost::json::value const& metadata) {
+  save_local(iteration, state, metadata, false);
+}
+
+CAIRN_DECL void basic_checkpoint_manager::save_local(std::int64_t iteration, model_state const& state,
+                                                     boost::json::value const& metadata, bool promote) {
   auto started = clock::now();
   if (writer_.pending()) commit_pending();
   auto const& tier = nodes();
@@ -100,6 +105,8 @@ CAIRN_DECL void basic_checkpoint_manager::save_local(std::int64_t iteration, mod
     if (leader) local_->begin(iteration);
   });
   auto dir = local_->staging(iteration);
+  if (promote) stage(checkpoints_, iteration);
+  auto persistent = checkpoints_.staging(iteration);
   auto save = config_.checkpoint.save_config(dir);
   // Every rank's file holds its whole state (replicated parameters too), so that a part, on its
   // own disk or a peer's, is all a rank needs to resume.
@@ -112,14 +119,24 @@ CAIRN_DECL void basic_checkpoint_manager::save_local(std::int64_t iteration, mod
   auto bytes = static_cast<std::uint64_t>(comm::sum(comm_, static_cast<std::int64_t>(mine)));
   last_local_ = iteration;
   pending_local_ = true;
+  pending_promotion_ = promote;
+  if (promote) {
+    last_checkpoint_ = iteration;
+    pending_finite_ = all_finite(state);
+  }
   auto via = transfers_ ? *transfers_ : comm_;
-  auto write = [plan, dir, rank, leader, text = std::move(text), copies = std::move(copies),
+  auto write = [plan, dir, persistent, promote, rank, leader, text = std::move(text), copies = std::move(copies),
                 via](model_state const& from) mutable {
     detail::execute_alone(plan, dir, from, rank); // rank 0 writes metadata.json there too
     if (leader && rank != 0)
       io::write_stored(formats::metadata_file(dir).string(), std::as_bytes(std::span(text.data(), text.size())));
     for (auto const& outcome : detail::run_transfers(via, copies, dir, dir))
       if (!outcome.problem.empty()) throw training_error(training_errc::storage, outcome.problem);
+    if (!promote) return;
+    // The persistent checkpoint: the files just written, copied (uploaded to an object store),
+    // never serialized again.
+    detail::copy_file(formats::rank_file(dir, rank), formats::rank_file(persistent, rank));
+    if (rank == 0) detail::copy_file(formats::metadata_file(dir), formats::metadata_file(persistent));
   };
   if (!options_.async) {
     writer_.run(iteration, dir, bytes, started, [&] { write(state); });
@@ -145,6 +162,7 @@ CAIRN_DECL void basic_checkpoint_manager::commit_local(background_writer::write&
       emit(severity::warning, {dir.staging(iteration).string(), e.what()});
     }
   };
+  bool const promoted = std::exchange(pending_promotion_, false);
   try {
     comm::all_succeed(comm_, "local checkpoint " + std::to_string(iteration) + " was not saved",
                       [&] { write.done.get(); });
@@ -157,21 +175,26 @@ CAIRN_DECL void basic_checkpoint_manager::commit_local(background_writer::write&
     });
   } catch (...) {
     abandon_local();
+    if (promoted) abandon(checkpoints_, iteration);
     throw;
   }
   report("saved local checkpoint", dir.path(iteration), write.bytes, write.started, write.paused);
-  if (!leader) return;
-  auto complete = dir.complete();
-  auto keep = static_cast<std::size_t>(std::max<std::int64_t>(config_.checkpoint.local.keep, 1));
-  for (std::size_t k = 0; k + keep < complete.size(); ++k) {
-    if (complete[k] == iteration) continue;
-    try {
-      dir.remove(complete[k]);
-    } catch (std::exception const& e) {
-      emit(severity::warning,
-           {dir.path(complete[k]).string(), std::string("retention could not remove it: ") + e.what()});
+  if (leader) {
+    auto complete = dir.complete();
+    auto keep = static_cast<std::size_t>(std::max<std::int64_t>(config_.checkpoint.local.keep, 1));
+    for (std::size_t k = 0; k + keep < complete.size(); ++k) {
+      if (complete[k] == iteration) continue;
+      try {
+        dir.remove(complete[k]);
+      } catch (std::exception const& e) {
+        emit(severity::warning,
+             {dir.path(complete[k]).string(), std::string("retention could not remove it: ") + e.what()});
+      }
     }
   }
+  if (promoted) // every rank's copy is written: the persistent checkpoint is whole
+    commit(checkpoints_, config_.checkpoint, iteration, "checkpoint", write.bytes, write.started, write.paused,
+           pending_finite_);
 }
 
 namespace detail {
