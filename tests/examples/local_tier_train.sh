@@ -6,18 +6,20 @@
 # 1's local directory is deleted (a replaced node), and the job starts again: it must resume from
 # the newest local checkpoint node 0 holds (newer than the persistent 10), node 1's parts sent
 # back from node 0, and print the reference losses after it, bitwise. Exit status 0 when every
-# step did what it should.
+# step did what it should. ARGS: the trainer's own settings (a model, a grid: cairn-llama with
+# dropout on TP=2 x DP=2, say).
 #
-#     local_tier_train.sh TOOL TRAIN WORK_DIR
+#     local_tier_train.sh TOOL TRAIN WORK_DIR [ARGS...]
 set -u
 tool=$1
 train=$2
 dir=$3
+shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dir"
 mkdir -p "$dir"
 common="training.train_iters=24 training.checkpoint.interval=10 training.checkpoint.local.interval=2
-  training.checkpoint.local.keep=3 training.logs.interval=1 model.hidden=16 data.batch_size=8 seed=3"
+  training.checkpoint.local.keep=3 training.logs.interval=1 $*"
 fail() {
   echo "local_tier_train.sh: $1"
   exit 1

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -212,7 +213,8 @@ private:
   background_writer writer_;
   running_callbacks callbacks_;
   std::optional<std::int64_t> last_checkpoint_;
-  bool pending_finite_ = true; // whether the checkpoint in flight holds finite values only
+  bool pending_finite_ = true;                   // whether the checkpoint in flight holds finite values only (agreed)
+  std::shared_ptr<bool> pending_written_finite_; // … what this rank writes of it, found by the write
   std::optional<std::int64_t> last_export_;
   std::int64_t start_ = 0;
   bool shared_checked_ = false;
@@ -224,6 +226,12 @@ private:
   bool pending_promotion_ = false; // … and the persistent checkpoint of its iteration too
   std::optional<std::int64_t> last_local_;
 };
+
+namespace detail {
+/// Whether the parameters rank `rank` writes in `plan` are finite in `state` (no NaN, no
+/// infinity): what the write of a checkpoint checks of what it writes, on its own thread.
+CAIRN_DECL bool finite_written(save_plan const& plan, model_state const& state, int rank);
+} // namespace detail
 
 /// Checks that every rank sees `dir` as rank 0 does: rank 0 writes a probe file there that every
 /// rank must read back, and every rank writes one that rank 0 must read (a shared filesystem,

@@ -36,6 +36,7 @@
 #include <functional>
 #include <iterator>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unistd.h>
@@ -257,17 +258,22 @@ CAIRN_DECL void basic_checkpoint_manager::save(std::int64_t iteration, model_sta
   auto mine = plan.bytes_per_rank(comm_.size())[static_cast<std::size_t>(comm_.rank())];
   auto bytes = static_cast<std::uint64_t>(comm::sum(comm_, static_cast<std::int64_t>(mine)));
   last_checkpoint_ = iteration;
-  pending_finite_ = all_finite(state);
+  // Whether what this rank writes is finite: found by the write itself (in the background, from
+  // the host copy, when async), agreed at the commit.
+  auto finite = pending_written_finite_ = std::make_shared<bool>(true);
   if (!options_.async) {
-    writer_.run(iteration, dir, bytes, started,
-                [&, rank = comm_.rank()] { detail::execute_alone(plan, dir, state, rank); });
+    writer_.run(iteration, dir, bytes, started, [&, rank = comm_.rank()] {
+      *finite = detail::finite_written(plan, state, rank);
+      detail::execute_alone(plan, dir, state, rank);
+    });
     commit_pending();
     return;
   }
   auto snapshot = writer_.copy_to_host(state, plan, comm_.rank());
   auto paused = std::chrono::duration<double>(clock::now() - started).count();
   writer_.start(iteration, dir, bytes, started, paused,
-                [snapshot = std::move(snapshot), plan = std::move(plan), dir, rank = comm_.rank()] {
+                [snapshot = std::move(snapshot), plan = std::move(plan), dir, rank = comm_.rank(), finite] {
+                  *finite = detail::finite_written(plan, snapshot, rank);
                   detail::execute_alone(plan, dir, snapshot, rank);
                 });
 }
@@ -336,6 +342,7 @@ CAIRN_DECL void basic_checkpoint_manager::commit_pending() {
     abandon(checkpoints_, write.iteration);
     throw;
   }
+  pending_finite_ = comm::all_of(comm_, *pending_written_finite_);
   commit(checkpoints_, config_.checkpoint, write.iteration, "checkpoint", write.bytes, write.started, write.paused,
          pending_finite_);
 }
@@ -412,17 +419,31 @@ CAIRN_DECL void basic_checkpoint_manager::commit(save_directory& dir, checkpoint
   callbacks_.reap();
 }
 
+namespace detail {
+
+/// Whether the tensor is finite (no NaN, no infinity), as far as its type can say.
+inline bool finite(at::Tensor const& shard) {
+  return !shard.defined() || !shard.is_floating_point() || shard.numel() == 0 || at::isfinite(shard).all().item<bool>();
+}
+
+} // namespace detail
+
+CAIRN_DECL bool detail::finite_written(save_plan const& plan, model_state const& state, int rank) {
+  std::set<std::string, std::less<>> written;
+  for (auto const& file : plan.files)
+    if (file.writer == rank)
+      for (auto const& item : file.items) written.insert(item.parameter);
+  for (auto const& p : state.parameters)
+    if (written.contains(p.layout.name))
+      for (auto const& shard : p.shards)
+        if (!finite(shard)) return false;
+  return true;
+}
+
 CAIRN_DECL bool basic_checkpoint_manager::all_finite(model_state const& state) {
   bool finite = true;
-  for (auto const& p : state.parameters) {
-    for (auto const& shard : p.shards)
-      if (shard.defined() && shard.is_floating_point() && shard.numel() > 0 &&
-          !at::isfinite(shard).all().item<bool>()) {
-        finite = false;
-        break;
-      }
-    if (!finite) break;
-  }
+  for (auto const& p : state.parameters)
+    for (auto const& shard : p.shards) finite = finite && detail::finite(shard);
   return comm::all_of(comm_, finite);
 }
 

@@ -120,13 +120,12 @@ CAIRN_DECL void basic_checkpoint_manager::save_local(std::int64_t iteration, mod
   last_local_ = iteration;
   pending_local_ = true;
   pending_promotion_ = promote;
-  if (promote) {
-    last_checkpoint_ = iteration;
-    pending_finite_ = all_finite(state);
-  }
+  auto finite = pending_written_finite_ = std::make_shared<bool>(true);
+  if (promote) last_checkpoint_ = iteration;
   auto via = transfers_ ? *transfers_ : comm_;
-  auto write = [plan, dir, persistent, promote, rank, leader, text = std::move(text), copies = std::move(copies),
-                via](model_state const& from) mutable {
+  auto write = [plan, dir, persistent, promote, rank, leader, text = std::move(text), copies = std::move(copies), via,
+                finite](model_state const& from) mutable {
+    if (promote) *finite = detail::finite_written(plan, from, rank);
     detail::execute_alone(plan, dir, from, rank); // rank 0 writes metadata.json there too
     if (leader && rank != 0)
       io::write_stored(formats::metadata_file(dir).string(), std::as_bytes(std::span(text.data(), text.size())));
@@ -192,9 +191,11 @@ CAIRN_DECL void basic_checkpoint_manager::commit_local(background_writer::write&
       }
     }
   }
-  if (promoted) // every rank's copy is written: the persistent checkpoint is whole
-    commit(checkpoints_, config_.checkpoint, iteration, "checkpoint", write.bytes, write.started, write.paused,
-           pending_finite_);
+  if (!promoted) return;
+  // Every rank's copy is written: the persistent checkpoint is whole.
+  pending_finite_ = comm::all_of(comm_, *pending_written_finite_);
+  commit(checkpoints_, config_.checkpoint, iteration, "checkpoint", write.bytes, write.started, write.paused,
+         pending_finite_);
 }
 
 namespace detail {
