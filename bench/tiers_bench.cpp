@@ -14,10 +14,13 @@
 //                     node finds them: not in its memory
 //
 //     cairn launch -n 4 -- build/bin/cairn-bench-tiers [MiB per rank, default 128] [directory, default
-//     the temp directory] [local directory, default /dev/shm] [rounds, default 3] [--nodes N]
+//     the temp directory; s3://bucket/prefix for an object store] [local directory, default /dev/shm]
+//     [rounds, default 3] [--nodes N]
+#include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/comm/collectives.hpp>
 #include <cairn/comm/connect.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/training/manager.hpp>
 
 #include <ATen/ATen.h>
@@ -81,8 +84,16 @@ bool equal(cairn::model_state const& a, cairn::model_state const& b) {
   return true;
 }
 
-/// Drops `file` from the page cache (its pages are clean: written and fsynced).
+/// Removes everything under `path`, a directory or an object store's prefix.
+void remove_stored(std::filesystem::path const& path) {
+  auto where = cairn::io::open_location(path.string());
+  where.backend->remove_tree(where.key);
+}
+
+/// Drops `file` from the page cache (its pages are clean: written and fsynced); nothing for an
+/// object, which no cache of this host holds.
 void drop_cached(std::filesystem::path const& file) {
+  if (cairn::io::is_object_store_path(file.string())) return;
   int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
@@ -114,7 +125,7 @@ int main(int argc, char** argv) {
   int rank = world.rank(), node = rank / per_node;
   bool leader = rank % per_node == 0;
   if (rank == 0) {
-    std::filesystem::remove_all(root);
+    remove_stored(root);
     std::filesystem::remove_all(local_root);
   }
   world.barrier();
@@ -154,7 +165,7 @@ int main(int argc, char** argv) {
     return t.item<double>();
   };
   auto own_file = cairn::formats::rank_file(experiment / "checkpoints" / std::to_string(last), rank);
-  auto part = static_cast<std::int64_t>(std::filesystem::file_size(own_file));
+  auto part = static_cast<std::int64_t>(cairn::detail::stored_size(own_file).value_or(0));
   auto moved = cairn::comm::sum(world, node == 1 ? part : 0); // node 1's parts, sent by node 0
   auto all = cairn::comm::sum(world, part);
 
@@ -208,7 +219,7 @@ int main(int argc, char** argv) {
   }
   world.barrier();
   if (rank == 0) {
-    std::filesystem::remove_all(root);
+    remove_stored(root);
     std::filesystem::remove_all(local_root);
   }
   return peers_ok && persistent_ok ? 0 : 1;

@@ -76,8 +76,13 @@ struct cluster {
 
   [[nodiscard]] std::filesystem::path experiment() const { return root / "experiment"; }
   [[nodiscard]] std::filesystem::path local(int node) const { return root / ("node-" + std::to_string(node)); }
+  /// The experiment's local checkpoints on `node`: under its identity, in its experiment directory.
+  [[nodiscard]] std::filesystem::path checkpoints(int node) const {
+    auto id = read_text(experiment() / ".cairn-experiment");
+    return local(node) / ("cairn-" + id.substr(0, id.find('\n'))) / "checkpoints";
+  }
   [[nodiscard]] std::filesystem::path local_save(int node, std::int64_t iteration) const {
-    return local(node) / "checkpoints" / std::to_string(iteration);
+    return checkpoints(node) / std::to_string(iteration);
   }
   [[nodiscard]] std::filesystem::path log(int rank) const { return root / ("log-" + std::to_string(rank)); }
   [[nodiscard]] std::string logs() const {
@@ -99,29 +104,34 @@ struct cluster {
   /// its log, then what it found wrong. Returns the first failed rank's status.
   int train(std::int64_t iterations, std::int64_t stop_after, bool async = true) const {
     return forked_ranks::run(ranks, [&](int rank) {
-      log_diagnostics(log(rank));
-      auto comms = connect(ranks);
-      auto state = make_state(rank, ranks, 0);
-      cairn::manager_options options;
-      options.async = async;
-      cairn::checkpoint_manager manager(config(iterations, rank / per_node), experiment(), comms.world, options);
-      manager.set_transfer_communicator(*comms.transfers);
-      auto resumed = manager.resume(state);
-      auto start = resumed ? resumed->iteration : 0;
-      std::ofstream(log(rank), std::ios::app)
-          << "resumed " << start << " " << (resumed ? (resumed->local ? "local" : "persistent") : "fresh") << "\n";
-      if (!holds(state, start)) {
-        std::fprintf(stderr, "rank %d: the state resumed from %lld is not that iteration's\n", rank,
-                     static_cast<long long>(start));
-        return 3;
+      try {
+        log_diagnostics(log(rank));
+        auto comms = connect(ranks);
+        auto state = make_state(rank, ranks, 0);
+        cairn::manager_options options;
+        options.async = async;
+        cairn::checkpoint_manager manager(config(iterations, rank / per_node), experiment(), comms.world, options);
+        manager.set_transfer_communicator(*comms.transfers);
+        auto resumed = manager.resume(state);
+        auto start = resumed ? resumed->iteration : 0;
+        std::ofstream(log(rank), std::ios::app)
+            << "resumed " << start << " " << (resumed ? (resumed->local ? "local" : "persistent") : "fresh") << "\n";
+        if (!holds(state, start)) {
+          std::fprintf(stderr, "rank %d: the state resumed from %lld is not that iteration's\n", rank,
+                       static_cast<long long>(start));
+          return 3;
+        }
+        manager.preflight(state);
+        for (auto it = start + 1; it <= stop_after; ++it) {
+          manager_test::fill(state, it);
+          manager.step(it, state);
+        }
+        manager.finish();
+        return 0;
+      } catch (std::exception const& e) { // into the log, for the test to read
+        std::ofstream(log(rank), std::ios::app) << "error: " << e.what() << "\n";
+        return 1;
       }
-      manager.preflight(state);
-      for (auto it = start + 1; it <= stop_after; ++it) {
-        manager_test::fill(state, it);
-        manager.step(it, state);
-      }
-      manager.finish();
-      return 0;
     });
   }
 };
@@ -235,28 +245,68 @@ TEST_CASE("a corrupted copy is refused by its checksums and the other copy is us
   CHECK(logs.find("rank 2 from rank 0 on node 0") != std::string::npos);
 }
 
+TEST_CASE("a local checkpoint whose parts do not all check gives way to an older one; none at all is an error") {
+  cluster run;
+  REQUIRE(run.train(20, 8) == 0);
+  // Both copies of rank 2's part of 8 damaged: 6 is the newest whole one (newer than persistent 5).
+  for (int node = 0; node < 2; ++node) {
+    auto file = cairn::formats::rank_file(run.local_save(node, 8), 2);
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.write("XXXX", 4);
+  }
+  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  REQUIRE(run.train(20, 7) == 0);
+  for (int r = 0; r < 4; ++r) CHECK(read_text(run.log(r)).find("resumed 6 local") != std::string::npos);
+  CHECK(run.logs().find("not whole: no copy of the parts of rank 2 checks") != std::string::npos);
+  // Three one-rank nodes, no persistent checkpoint yet, two nodes lost: the run stops, and
+  // deletes nothing, rather than start over beside the local checkpoints it could not recover.
+  cluster young;
+  young.ranks = 3;
+  young.per_node = 1;
+  REQUIRE(young.train(20, 4) == 0);
+  std::filesystem::remove_all(young.local(1));
+  std::filesystem::remove_all(young.local(2));
+  for (int r = 0; r < 3; ++r) std::filesystem::remove(young.log(r));
+  CHECK(young.train(20, 6) != 0);
+  CHECK(young.logs().find("no local checkpoint in") != std::string::npos);
+  CHECK(young.logs().find("no persistent checkpoint either") != std::string::npos);
+  CHECK(std::filesystem::exists(young.local_save(0, 4)));
+}
+
 TEST_CASE("a local save torn by a crash is never used") {
   cluster run;
   REQUIRE(run.train(20, 8) == 0);
   // What a crash while saving 10 leaves on node 1: a staging directory, and on node 0 a save
   // renamed into place whose marker was never written.
-  std::filesystem::copy(run.local_save(1, 8), run.local(1) / "checkpoints" / ".partial-10");
+  std::filesystem::copy(run.local_save(1, 8), run.checkpoints(1) / ".partial-10");
   std::filesystem::copy(run.local_save(0, 8), run.local_save(0, 10));
   std::filesystem::remove(run.local_save(0, 10) / cairn::completion_marker);
   for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
   REQUIRE(run.train(20, 9) == 0);
   for (int r = 0; r < 4; ++r) CHECK(read_text(run.log(r)).find("resumed 8 local") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(run.local_save(0, 10)));
-  CHECK_FALSE(std::filesystem::exists(run.local(1) / "checkpoints" / ".partial-10"));
+  CHECK_FALSE(std::filesystem::exists(run.checkpoints(1) / ".partial-10"));
 }
 
 TEST_CASE("local checkpoints of another experiment, or of another number of ranks, are not resumed from") {
   cluster run;
   REQUIRE(run.train(20, 8) == 0);
-  // Another experiment directory beside the same local directories: nothing of it to resume.
+  // A new experiment given the same local directories (the experiment directory deleted and
+  // made again, or another one): it starts fresh, and its saves go beside the first's.
   cluster other;
   for (int node = 0; node < 2; ++node)
     std::filesystem::copy(run.local(node), other.local(node), std::filesystem::copy_options::recursive);
+  REQUIRE(other.train(20, 2) == 0);
+  for (int r = 0; r < 4; ++r) CHECK(read_text(other.log(r)).find("resumed 0 fresh") != std::string::npos);
+  CHECK(std::filesystem::exists(other.local_save(1, 2)));
+  CHECK(std::filesystem::exists(other.local(1) / run.checkpoints(1).parent_path().filename() / "checkpoints" / "8"));
+  // The first's saves moved under the second's name: their markers say whose they are.
+  for (int node = 0; node < 2; ++node) {
+    std::filesystem::remove_all(other.checkpoints(node));
+    std::filesystem::copy(run.checkpoints(node), other.checkpoints(node), std::filesystem::copy_options::recursive);
+  }
+  for (int r = 0; r < 4; ++r) std::filesystem::remove(other.log(r));
   REQUIRE(other.train(20, 1) == 0);
   for (int r = 0; r < 4; ++r) CHECK(read_text(other.log(r)).find("resumed 0 fresh") != std::string::npos);
   CHECK(other.logs().find("a local checkpoint of another experiment") != std::string::npos);

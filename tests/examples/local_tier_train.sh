@@ -51,7 +51,8 @@ job() {
 job straight
 losses "$dir/straight-0.log" >"$dir/straight.losses"
 [ "$(wc -l <"$dir/straight.losses")" -eq 24 ] || fail "the uninterrupted job printed no 24 losses"
-[ -f "$dir/straight-local/node1/checkpoints/22/rank_0.safetensors" ] || fail "node 1 keeps no copy of rank 0's part"
+# shellcheck disable=SC2144 # one experiment: one folder
+[ -f "$dir"/straight-local/node1/cairn-*/checkpoints/22/rank_0.safetensors ] || fail "node 1 keeps no copy of rank 0's part"
 
 # The job frozen at 17 on rank 2, node 1 killed whole.
 port=$(free_port) || exit 1
@@ -87,13 +88,14 @@ still_running() { kill -0 "$node0" 2>/dev/null; }
 wait $node0 && fail "node 0 succeeded without node 1"
 trap - EXIT
 newest=0
-for save in "$dir/crashed-local/node0/checkpoints"/*; do
+for save in "$dir"/crashed-local/node0/cairn-*/checkpoints/*; do
   name=${save##*/}
   case $name in *[!0-9]* | '') continue ;; esac
   [ "$name" -gt "$newest" ] && newest=$name
 done
 [ "$newest" -gt 10 ] || fail "node 0 holds no local checkpoint newer than the persistent 10"
-[ -f "$dir/crashed-local/node0/checkpoints/$newest/complete.json" ] || fail "local checkpoint $newest is not complete"
+# shellcheck disable=SC2144
+[ -f "$dir"/crashed-local/node0/cairn-*/checkpoints/"$newest"/complete.json ] || fail "local checkpoint $newest is not complete"
 rm -rf "$dir/crashed-local/node1" # a replaced node
 
 # Started again: resumed from node 0's newest local checkpoint, node 1's parts from node 0.
@@ -104,11 +106,12 @@ launch 0 crashed restarted
 first=$!
 wait $first || { cat "$dir/restarted-0.log" "$dir/restarted-1.log"; fail "the restarted job failed on node 0"; }
 wait $other || { cat "$dir/restarted-1.log"; fail "the restarted job failed on node 1"; }
-grep -q "resumed from .*node0/checkpoints/$newest at iteration $newest" "$dir/restarted-0.log" ||
+grep -q "resumed from .*node0/cairn-[0-9a-f]*/checkpoints/$newest at iteration $newest" "$dir/restarted-0.log" ||
   { cat "$dir/restarted-0.log"; fail "not resumed from local checkpoint $newest"; }
 grep -q "rank 2 from rank 0 on node 0" "$dir/restarted-0.log" ||
   { cat "$dir/restarted-0.log"; fail "rank 2's part did not come from node 0"; }
-[ -f "$dir/crashed-local/node1/checkpoints/22/complete.json" ] || fail "the replaced node saves no local checkpoint again"
+# shellcheck disable=SC2144
+[ -f "$dir"/crashed-local/node1/cairn-*/checkpoints/22/complete.json ] || fail "the replaced node saves no local checkpoint again"
 sed -n "$((newest + 1)),\$p" "$dir/straight.losses" >"$dir/expected.losses"
 losses "$dir/restarted-0.log" >"$dir/restarted.losses"
 [ -s "$dir/restarted.losses" ] || fail "the restarted job printed no losses"

@@ -80,7 +80,8 @@ public:
 
   [[nodiscard]] save_directory const& checkpoints() const noexcept { return checkpoints_; }
   [[nodiscard]] save_directory const& exports() const noexcept { return exports_; }
-  /// This node's local checkpoints, where the local tier is enabled.
+  /// This node's local checkpoints, where the local tier is enabled and has been used (found at
+  /// the first resume, preflight or local save): `<directory>/cairn-<experiment id>/checkpoints`.
   [[nodiscard]] save_directory const* local_checkpoints() const noexcept { return local_ ? &*local_ : nullptr; }
 
   /// Sets the communicator of the local tier's background transfers (each rank's part copied to
@@ -163,7 +164,7 @@ private:
   CAIRN_DECL void save_local(std::int64_t iteration, model_state const& state, boost::json::value const& metadata,
                              bool promote);
 
-  /// The nodes of the local tier, found once (collective).
+  /// The nodes of the local tier, found once, and this node's local checkpoints (collective).
   CAIRN_DECL local_nodes const& nodes();
 
   /// The newest local checkpoint whole across the nodes, at an iteration not older than
@@ -222,6 +223,7 @@ private:
   std::optional<save_directory> local_; // this node's local checkpoints
   std::optional<comm::communicator_ref> transfers_;
   std::optional<local_nodes> nodes_;
+  std::string experiment_id_; // the experiment's identity (its .cairn-experiment), for the local tier
   bool pending_local_ = false;     // the save in flight is a local one
   bool pending_promotion_ = false; // … and the persistent checkpoint of its iteration too
   std::optional<std::int64_t> last_local_;

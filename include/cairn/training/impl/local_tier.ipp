@@ -72,14 +72,15 @@ CAIRN_DECL local_nodes find_local_nodes(comm::communicator_ref comm, std::filesy
       // a probe left behind is harmless: no save has its name
     }
   };
-  comm::all_succeed(comm, what + " cannot be used", [&] {
+  // (Each rank's error names its own directory: the ranks' paths are the same, their disks not.)
+  comm::all_succeed(comm, "training.checkpoint.local.directory cannot be used", [&] {
     io::make_folder(dir.string());
     io::write_stored(probe.string(), std::as_bytes(std::span(host.data(), host.size())));
   });
   // Every rank has written its probe: what each sees now is what shares its directory.
   std::string seen;
   try {
-    comm::all_succeed(comm, what + " cannot be listed", [&] {
+    comm::all_succeed(comm, "training.checkpoint.local.directory cannot be listed", [&] {
       auto where = io::open_location(dir.string());
       for (auto const& entry : where.backend->list(where.key))
         if (entry.name.starts_with(prefix)) seen += (seen.empty() ? "" : ",") + entry.name.substr(prefix.size());

@@ -52,8 +52,6 @@ CAIRN_DECL basic_checkpoint_manager::basic_checkpoint_manager(training_config co
       checkpoints_(experiment_layout{experiment_dir}.checkpoints()),
       exports_(experiment_layout{experiment_dir}.exports()), comm_(comm), options_(std::move(options)) {
   if (!options_.stop_signals.empty()) signals_.emplace(options_.stop_signals, options_.stop_signal_window);
-  if (config_.checkpoint.local.saves())
-    local_.emplace(config_.checkpoint.local.directory / experiment_layout::checkpoints_folder);
 }
 
 namespace detail {
@@ -150,7 +148,7 @@ CAIRN_DECL std::optional<resumed_checkpoint> basic_checkpoint_manager::resume(mo
     found = resume_candidates(checkpoints_, {checkpoints_, exports_});
   });
   auto started = clock::now();
-  if (local_) {
+  if (config_.checkpoint.local.saves()) {
     auto loadable = comm::broadcast_integers(comm_, found.loadable); // rank 0's, newest first
     auto newest = loadable.empty() ? std::nullopt : std::optional<std::int64_t>(loadable.front());
     if (auto recovered = recover_local(state, newest)) {
@@ -182,7 +180,7 @@ CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
   bool saves = config_.checkpoint.enabled() || config_.export_.enabled();
   if (saves && !experiment_dir_.empty() && !std::exchange(shared_checked_, true))
     check_shared_directory(comm_, experiment_dir_);
-  if (local_) nodes(); // its directory: each node's own, writable
+  if (config_.checkpoint.local.saves()) nodes(); // its directory: each node's own, writable
   comm::all_succeed(comm_, "preflight failed", [&] {
     if (comm_.rank() != 0) return;
     if (config_.export_.enabled() && config_.export_.format == checkpoint_format::external && !exporter_ && !converter_)
@@ -222,11 +220,12 @@ CAIRN_DECL bool basic_checkpoint_manager::step(std::int64_t iteration, model_sta
   // are enabled at all, on the schedule or not; likewise an export at the end.
   bool stop = preempted_ || config_.shutdown.enabled(iteration);
   bool checkpoint = config_.checkpoint.enabled(iteration) || ((last || stop) && config_.checkpoint.enabled());
-  if (checkpoint && last_checkpoint_ != iteration && local_ && config_.checkpoint.local.promote)
+  bool const local = config_.checkpoint.local.saves();
+  if (checkpoint && last_checkpoint_ != iteration && local && config_.checkpoint.local.promote)
     save_local(iteration, state, metadata, true); // the persistent one copied from the local files
   else if (checkpoint && last_checkpoint_ != iteration)
     save(iteration, state, metadata);
-  else if (!checkpoint && local_ && config_.checkpoint.local.enabled(iteration) && last_local_ != iteration)
+  else if (!checkpoint && local && config_.checkpoint.local.enabled(iteration) && last_local_ != iteration)
     save_local(iteration, state, metadata); // a persistent save at the same iteration covers it
   if ((config_.export_.enabled(iteration) || (last && config_.export_.enabled())) && last_export_ != iteration)
     save_export(iteration, state, metadata);

@@ -25,11 +25,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <ctime>
 #include <map>
 #include <optional>
 #include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -47,6 +49,36 @@ inline std::optional<int> rank_of_file(std::string_view name) {
   return std::stoi(std::string(digits));
 }
 
+/// The file in an experiment directory that names the experiment: a random identity, made by
+/// its first run, that its local checkpoints record (a new experiment at the same path, after
+/// the directory was deleted, has another).
+inline constexpr char const* experiment_id_file = ".cairn-experiment";
+
+/// The identity of the experiment in `dir`, made there when it has none. Rank 0's work.
+inline std::string experiment_identity(std::filesystem::path const& dir) {
+  io::make_folder(dir.string());
+  auto where = io::open_location((dir / experiment_id_file).string());
+  auto read = [&] {
+    auto text = where.backend->read_all(where.key, 256);
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    if (text.empty() || text.find_first_not_of("0123456789abcdef") != std::string::npos)
+      throw io::io_error(where.describe(), "not an experiment identity (hexadecimal digits): '" + text.substr(0, 64) +
+                                               "'; remove it only with the experiment's local checkpoints");
+    return text;
+  };
+  if (where.backend->size(where.key)) return read();
+  auto id = cairn::detail::new_save_id();
+  auto text = id + "\n";
+  if (where.backend->create_exclusive(where.key, std::as_bytes(std::span(text.data(), text.size())))) return id;
+  return read(); // another run made it first
+}
+
+/// Whether `e` is the failure of a communicator (a timeout, the backend), not of what a rank did.
+inline bool communicator_failed(std::exception const& e) {
+  auto const* known = dynamic_cast<error const*>(&e);
+  return known && (known->kind() == comm_errc::timeout || known->kind() == comm_errc::backend);
+}
+
 /// "ranks 2, 3" / "rank 2".
 inline std::string ranks_text(std::vector<int> const& ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
@@ -58,7 +90,21 @@ inline std::string ranks_text(std::vector<int> const& ranks) {
 
 CAIRN_DECL local_nodes const& basic_checkpoint_manager::nodes() {
   if (nodes_) return *nodes_;
+  // The experiment's own folder of each local directory: runs of other experiments beside it
+  // (a node's disk shared by jobs) never see, clean or delete its saves.
+  std::string id;
+  comm::all_succeed(comm_, "the local tier cannot name this experiment", [&] {
+    if (comm_.rank() != 0) return;
+    if (experiment_dir_.empty())
+      throw training_error(training_errc::no_experiment_dir,
+                           "run.experiment_dir: required by training.checkpoint.local (it names the experiment "
+                           "its local checkpoints belong to)");
+    id = detail::experiment_identity(experiment_dir_);
+  });
+  experiment_id_ = comm::broadcast_string(comm_, id);
   nodes_ = find_local_nodes(comm_, config_.checkpoint.local.directory);
+  local_.emplace(config_.checkpoint.local.directory / ("cairn-" + experiment_id_) /
+                 experiment_layout::checkpoints_folder);
   auto const replicas = config_.checkpoint.local.replicas;
   if (comm_.rank() == 0) {
     std::string found;
@@ -101,9 +147,19 @@ CAIRN_DECL void basic_checkpoint_manager::save_local(std::int64_t iteration, mod
          "copies to peers on other nodes are made in the background, beside training: give the checkpoint "
          "manager a communicator of its own for them (set_transfer_communicator; comm::connect(…, true) makes "
          "one), or set it to 0"}});
-  comm::all_succeed(comm_, "cannot prepare local checkpoint " + local_->staging(iteration).string(), [&] {
-    if (leader) local_->begin(iteration);
-  });
+  try {
+    comm::all_succeed(comm_, "cannot prepare local checkpoint " + std::to_string(iteration), [&] {
+      if (leader) local_->begin(iteration);
+    });
+  } catch (std::exception const& e) { // a node's disk failing: warned of, the persistent tier stands
+    if (detail::communicator_failed(e)) throw;
+    if (rank == 0)
+      emit(severity::warning,
+           {local_->path(iteration).string(), std::string("local checkpoint not saved: ") + e.what()});
+    last_local_ = iteration;
+    if (promote) save(iteration, state, metadata); // the persistent checkpoint, saved as without the tier
+    return;
+  }
   auto dir = local_->staging(iteration);
   if (promote) stage(checkpoints_, iteration);
   auto persistent = checkpoints_.staging(iteration);
@@ -169,13 +225,20 @@ CAIRN_DECL void basic_checkpoint_manager::commit_local(background_writer::write&
       if (!leader) return;
       boost::json::object info{{"kind", "local"},
                                {"world_size", comm_.size()},
-                               {"experiment", std::filesystem::absolute(experiment_dir_).lexically_normal().string()}};
+                               {"experiment", experiment_id_},
+                               {"time", static_cast<std::int64_t>(std::time(nullptr))}};
       dir.commit(iteration, std::move(info));
     });
-  } catch (...) {
+  } catch (std::exception const& e) {
     abandon_local();
     if (promoted) abandon(checkpoints_, iteration);
-    throw;
+    // A local save that failed (a node's disk full or failing) is warned of, and training goes
+    // on: the persistent tier stands. One promoted to a persistent checkpoint fails as that would,
+    // and so does a communicator that failed.
+    if (promoted || detail::communicator_failed(e)) throw;
+    if (comm_.rank() == 0)
+      emit(severity::warning, {dir.path(iteration).string(), std::string("local checkpoint not saved: ") + e.what()});
+    return;
   }
   report("saved local checkpoint", dir.path(iteration), write.bytes, write.started, write.paused);
   if (leader) {
@@ -204,6 +267,7 @@ namespace detail {
 struct local_candidate {
   std::int64_t iteration = 0;
   std::string save_id;
+  std::int64_t time = 0; // when committed (unix seconds), the latest of its nodes' markers
   std::map<int, std::vector<std::pair<int, std::uint64_t>>> copies; // rank -> (node, size), by node
   std::set<int> nodes;                                              // those holding it
 };
@@ -217,7 +281,7 @@ basic_checkpoint_manager::recover_local(model_state& state, std::optional<std::i
   int const node = tier.node_of[static_cast<std::size_t>(rank)];
   bool const leader = tier.leads(rank);
   auto& dir = *local_;
-  auto const experiment = std::filesystem::absolute(experiment_dir_).lexically_normal().string();
+  auto const& experiment = experiment_id_;
   auto tell = [&](severity level, std::string const& where, std::string const& text) {
     if (rank == 0) emit(level, {where, text});
   };
@@ -232,24 +296,33 @@ basic_checkpoint_manager::recover_local(model_state& state, std::optional<std::i
         emit(severity::warning, {dir.path(i).string(), "skipped: " + *problem});
         continue;
       }
-      auto marker = detail::read_json(dir.path(i) / completion_marker, std::size_t{1} << 24).as_object();
-      auto const* owner = marker.if_contains("experiment");
-      if (!owner || !owner->is_string() || owner->get_string() != experiment) {
-        emit(severity::warning, {dir.path(i).string(), "skipped: a local checkpoint of another experiment (" +
-                                                           (owner ? to_compact_json(*owner) : std::string("none")) +
-                                                           ", not " + experiment + ")"});
-        continue;
+      try {
+        auto marker = detail::read_json(dir.path(i) / completion_marker, std::size_t{1} << 24).as_object();
+        auto const* owner = marker.if_contains("experiment");
+        if (!owner || !owner->is_string() || owner->get_string() != experiment) {
+          emit(severity::warning, {dir.path(i).string(), "skipped: a local checkpoint of another experiment (" +
+                                                             (owner ? to_compact_json(*owner) : std::string("none")) +
+                                                             ", not " + experiment + ")"});
+          continue;
+        }
+        auto metadata = read_checkpoint_metadata(formats::metadata_file(dir.path(i)));
+        boost::json::object files;
+        for (auto const& [name, about] : marker.at("files").as_object()) // {size, xxh3}, or a size (older)
+          if (auto r = detail::rank_of_file(name))
+            files[std::to_string(*r)] = about.is_object() ? about.as_object().at("size") : about;
+        auto const* time = marker.if_contains("time");
+        held.push_back(boost::json::object{{"iteration", i},
+                                           {"save", metadata.save_id},
+                                           {"world", metadata.world_size()},
+                                           {"time", time && time->is_int64() ? time->as_int64() : 0},
+                                           {"files", std::move(files)}});
+      } catch (std::exception const& e) {
+        emit(severity::warning, {dir.path(i).string(), std::string("skipped: ") + e.what()});
       }
-      auto metadata = read_checkpoint_metadata(formats::metadata_file(dir.path(i)));
-      boost::json::object files;
-      for (auto const& [name, about] : marker.at("files").as_object())
-        if (auto r = detail::rank_of_file(name)) files[std::to_string(*r)] = about.as_object().at("size");
-      held.push_back(boost::json::object{
-          {"iteration", i}, {"save", metadata.save_id}, {"world", metadata.world_size()}, {"files", std::move(files)}});
     }
   });
   auto views = comm::all_gather_strings(comm_, leader ? boost::json::serialize(held) : std::string());
-  std::map<std::pair<std::int64_t, std::string>, detail::local_candidate, std::greater<>> found;
+  std::map<std::pair<std::int64_t, std::string>, detail::local_candidate> by_save;
   std::set<std::int64_t> other_world;
   for (int n = 0; n < tier.count(); ++n) {
     auto listed = boost::json::parse(views[static_cast<std::size_t>(tier.leader(n))]);
@@ -260,21 +333,33 @@ basic_checkpoint_manager::recover_local(model_state& state, std::optional<std::i
         other_world.insert(iteration);
         continue;
       }
-      auto& c = found[{iteration, std::string(e.at("save").as_string())}];
+      auto& c = by_save[{iteration, std::string(e.at("save").as_string())}];
       c.iteration = iteration;
       c.save_id = e.at("save").as_string();
+      c.time = std::max(c.time, e.at("time").to_number<std::int64_t>());
       c.nodes.insert(n);
       for (auto const& [r, size] : e.at("files").as_object())
         c.copies[std::stoi(std::string(r))].emplace_back(n, size.to_number<std::uint64_t>());
     }
   }
-  if (!other_world.empty())
+  // Newest first; two saves of one iteration (by attempts of the run before and after a resume)
+  // by when they were committed, the later first.
+  std::vector<detail::local_candidate> found;
+  for (auto& [key, c] : by_save) found.push_back(std::move(c));
+  std::sort(found.begin(), found.end(), [](auto const& a, auto const& b) {
+    return std::tie(a.iteration, a.time, a.save_id) > std::tie(b.iteration, b.time, b.save_id);
+  });
+  std::string failures; // why each local checkpoint of this run was not resumed from
+  if (!other_world.empty()) {
+    failures += "\n  local checkpoints " + std::to_string(*other_world.rbegin()) +
+                " and older: saved by another number of ranks";
     tell(severity::warning, dir.root().string(),
          "local checkpoints " + std::to_string(*other_world.rbegin()) +
              " and older were saved by another number of "
              "ranks: a local part is one rank's whole state, so resharding resumes from the persistent tier");
+  }
   auto const floor = persistent.value_or(-1);
-  for (auto& [key, c] : found) {
+  for (auto& c : found) {
     if (c.iteration < floor) {
       tell(severity::info, dir.root().string(),
            "the persistent checkpoint " + std::to_string(floor) + " is newer than every whole local checkpoint");
@@ -284,9 +369,10 @@ basic_checkpoint_manager::recover_local(model_state& state, std::optional<std::i
     for (int r = 0; r < world; ++r)
       if (!c.copies.contains(r)) lost.push_back(r);
     if (!lost.empty()) {
-      tell(severity::warning, dir.path(c.iteration).string(),
-           "not whole: no node holds a copy of the parts of " + detail::ranks_text(lost) +
-               " (their node and the peers keeping them lost)");
+      auto why = "not whole: no node holds a copy of the parts of " + detail::ranks_text(lost) +
+                 " (their node and the peers keeping them lost)";
+      failures += "\n  local checkpoint " + std::to_string(c.iteration) + ": " + why;
+      tell(severity::warning, dir.path(c.iteration).string(), why);
       continue;
     }
     // 2. Every copy checked whole (checksums, and that it is this save's part of that rank) by a
@@ -309,10 +395,12 @@ basic_checkpoint_manager::recover_local(model_state& state, std::optional<std::i
           detail::verify_checksums(file, true, {}, report);
           if (!report.ok()) problem = report.problems.front();
           io::safetensors_file opened(file);
-          if (auto wrong = detail::identity_problem(opened, *saved, r); wrong && problem.empty()) problem = *wrong;
+          if (auto wrong = detail::identity_problem(opened, *saved, r); wrong && problem.empty())
+            problem = file.string() + ": " + *wrong;
         } catch (std::exception const& e) {
           problem = e.what();
         }
+        std::replace(problem.begin(), problem.end(), '\n', ' '); // one line a copy
         if (!problem.empty()) refused += std::to_string(r) + " " + std::to_string(k) + " " + problem + "\n";
       }
     std::set<std::pair<int, std::size_t>> bad;
@@ -362,8 +450,9 @@ basic_checkpoint_manager::recover_local(model_state& state, std::optional<std::i
                 std::to_string(n) + " (" + std::to_string(size) + " bytes)";
     }
     if (!unsound.empty()) {
-      tell(severity::warning, dir.path(c.iteration).string(),
-           "not whole: no copy of the parts of " + detail::ranks_text(unsound) + " checks");
+      auto why = "not whole: no copy of the parts of " + detail::ranks_text(unsound) + " checks";
+      failures += "\n  local checkpoint " + std::to_string(c.iteration) + ": " + why;
+      tell(severity::warning, dir.path(c.iteration).string(), why);
       continue;
     }
     // metadata.json for the nodes without this save (a replaced node), from the first node with it.
@@ -392,9 +481,11 @@ basic_checkpoint_manager::recover_local(model_state& state, std::optional<std::i
       });
       comm::all_succeed(comm_, "cannot commit " + target.string(), [&] {
         if (leader && !have)
-          dir.commit(c.iteration,
-                     boost::json::object{
-                         {"kind", "local"}, {"world_size", world}, {"experiment", experiment}, {"recovered", true}});
+          dir.commit(c.iteration, boost::json::object{{"kind", "local"},
+                                                      {"world_size", world},
+                                                      {"experiment", experiment},
+                                                      {"time", c.time},
+                                                      {"recovered", true}});
       });
       // 5. Loaded as any checkpoint is, each rank reading its own part on its node's disk.
       checkpoint_load_config load;
@@ -420,19 +511,25 @@ basic_checkpoint_manager::recover_local(model_state& state, std::optional<std::i
       report("loaded local checkpoint", load.path, own_bytes + peer_bytes, started, {});
       return out;
     } catch (std::exception const& e) {
-      if (auto const* known = dynamic_cast<error const*>(&e); known && known->kind() == comm_errc::timeout) throw;
+      // What a failed load left in `state` is overwritten whole by the checkpoint loaded next;
+      // with none, the run stops (below): it never trains on from a state half loaded.
+      if (detail::communicator_failed(e)) throw;
+      failures += "\n  local checkpoint " + std::to_string(c.iteration) + ": not recovered: " + e.what();
       tell(severity::warning, dir.path(c.iteration).string(),
-           std::string("not recovered (") + e.what() + "): " +
-               (persistent ? "resuming from the persistent tier's checkpoint " + std::to_string(*persistent)
-                           : std::string("no persistent checkpoint to resume from instead")));
-      return std::nullopt;
+           std::string("not recovered (") + e.what() + "): the next older checkpoint, local or persistent, is tried");
     }
   }
-  if (!found.empty() && (found.begin()->first.first >= floor))
-    tell(severity::warning, dir.root().string(),
-         "no local checkpoint is whole: " +
-             (persistent ? "resuming from the persistent tier's checkpoint " + std::to_string(*persistent)
-                         : std::string("no persistent checkpoint either")));
+  if (failures.empty()) return std::nullopt; // no local checkpoint of this run: nothing to say
+  if (!persistent)
+    throw training_error(training_errc::no_checkpoint,
+                         "no local checkpoint in " + dir.root().string() +
+                             " can be recovered, no persistent checkpoint either, and none was deleted; repair or "
+                             "move them to start over:" +
+                             failures);
+  tell(severity::warning, dir.root().string(),
+       "resuming from the persistent tier's checkpoint " + std::to_string(*persistent) +
+           " (no newer local one "
+           "is whole)");
   return std::nullopt;
 }
 
