@@ -27,6 +27,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "model_state.hpp"
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -78,13 +80,7 @@ int main(int argc, char** argv) {
     for (auto const& t : p.shards)
       host.push_back(at::empty({t.numel()}, t.options().device(c10::kCPU).pinned_memory(cuda)));
   // The state a resume loads into exists already, as in a trainer: allocated and touched once.
-  cairn::model_state target;
-  target.shard_names = state.shard_names;
-  for (auto const& p : state.parameters) {
-    cairn::parameter_state q{p.layout, {}};
-    for (auto const& t : p.shards) q.shards.push_back(at::zeros_like(t));
-    target.parameters.push_back(std::move(q));
-  }
+  auto target = bench::zeros_like(state);
   for (auto& h : host) h.zero_();
   // One manager of each kind for the whole run, as in training: one save per round (and a
   // first one, untimed, that allocates the buffers), keep 1.

@@ -35,4 +35,17 @@ inline cairn::model_state make_state(std::size_t bytes, bool flat_layout = false
   return state;
 }
 
+/// A state of `state`'s layouts, its tensors zeros: what a resume loads into, allocated and
+/// touched once, as in a trainer.
+inline cairn::model_state zeros_like(cairn::model_state const& state) {
+  cairn::model_state out;
+  out.shard_names = state.shard_names;
+  for (auto const& p : state.parameters) {
+    cairn::parameter_state q{p.layout, {}};
+    for (auto const& t : p.shards) q.shards.push_back(at::zeros_like(t));
+    out.parameters.push_back(std::move(q));
+  }
+  return out;
+}
+
 } // namespace bench

@@ -36,6 +36,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "model_state.hpp"
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -64,17 +66,6 @@ cairn::model_state make_state(std::size_t bytes, int rank, int size) {
     state.parameters.push_back(std::move(p));
   }
   return state;
-}
-
-cairn::model_state zeros_like(cairn::model_state const& state) {
-  cairn::model_state out;
-  out.shard_names = state.shard_names;
-  for (auto const& p : state.parameters) {
-    cairn::parameter_state q{p.layout, {}};
-    for (auto const& t : p.shards) q.shards.push_back(at::zeros_like(t));
-    out.parameters.push_back(std::move(q));
-  }
-  return out;
 }
 
 bool equal(cairn::model_state const& a, cairn::model_state const& b) {
@@ -173,7 +164,7 @@ int main(int argc, char** argv) {
   world.barrier();
   if (node == 1 && leader) std::filesystem::remove_all(local_root / "node1");
   world.barrier();
-  auto target = zeros_like(state);
+  auto target = bench::zeros_like(state);
   double from_peers = 0;
   bool peers_ok = false, peers_local = false;
   {
@@ -190,7 +181,7 @@ int main(int argc, char** argv) {
   drop_cached(own_file);
   if (rank == 0) drop_cached(cairn::formats::metadata_file(own_file.parent_path()));
   world.barrier();
-  target = zeros_like(state);
+  target = bench::zeros_like(state);
   double from_persistent = 0;
   bool persistent_ok = false;
   {

@@ -85,6 +85,15 @@ struct cluster {
     return checkpoints(node) / std::to_string(iteration);
   }
   [[nodiscard]] std::filesystem::path log(int rank) const { return root / ("log-" + std::to_string(rank)); }
+  void clear_logs() const {
+    for (int r = 0; r < ranks; ++r) std::filesystem::remove(log(r));
+  }
+  /// Whether every rank logged `line` ("resumed 8 local").
+  [[nodiscard]] bool all_logged(std::string const& line) const {
+    for (int r = 0; r < ranks; ++r)
+      if (read_text(log(r)).find(line) == std::string::npos) return false;
+    return true;
+  }
   [[nodiscard]] std::string logs() const {
     std::string all;
     for (int r = 0; r < ranks; ++r) all += read_text(log(r));
@@ -195,10 +204,10 @@ TEST_CASE("a replaced node resumes from the newest local checkpoint, its parts s
   CHECK(cairn::save_directory(run.experiment() / "checkpoints").complete() == std::vector<std::int64_t>{5});
   // Node 1 is replaced: its disk comes back empty.
   std::filesystem::remove_all(run.local(1));
-  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  run.clear_logs();
   REQUIRE(run.train(20, 10) == 0);
   auto logs = run.logs();
-  for (int r = 0; r < 4; ++r) CHECK(read_text(run.log(r)).find("resumed 8 local") != std::string::npos);
+  CHECK(run.all_logged("resumed 8 local"));
   CHECK(logs.find("ranks 0, 1 from their node's disk") != std::string::npos);
   CHECK(logs.find("rank 2 from rank 0 on node 0") != std::string::npos);
   CHECK(logs.find("rank 3 from rank 1 on node 0") != std::string::npos);
@@ -215,9 +224,9 @@ TEST_CASE("with both copies of a part lost, the run resumes from the persistent 
   // Node 1 and node 2 (which keeps node 1's part) are lost.
   std::filesystem::remove_all(run.local(1));
   std::filesystem::remove_all(run.local(2));
-  for (int r = 0; r < 3; ++r) std::filesystem::remove(run.log(r));
+  run.clear_logs();
   REQUIRE(run.train(20, 9) == 0);
-  for (int r = 0; r < 3; ++r) CHECK(read_text(run.log(r)).find("resumed 5 persistent") != std::string::npos);
+  CHECK(run.all_logged("resumed 5 persistent"));
   auto logs = run.logs();
   CHECK(logs.find("not whole: no node holds a copy of the parts of rank 1") != std::string::npos);
   CHECK(logs.find("resuming from the persistent tier's checkpoint 5") != std::string::npos);
@@ -237,9 +246,9 @@ TEST_CASE("a corrupted copy is refused by its checksums and the other copy is us
     c = static_cast<char>(c ^ 0x10);
     f.write(&c, 1);
   }
-  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  run.clear_logs();
   REQUIRE(run.train(20, 9) == 0);
-  for (int r = 0; r < 4; ++r) CHECK(read_text(run.log(r)).find("resumed 8 local") != std::string::npos);
+  CHECK(run.all_logged("resumed 8 local"));
   auto logs = run.logs();
   CHECK(logs.find("refused: rank 2's part on node 1") != std::string::npos);
   CHECK(logs.find("rank 2 from rank 0 on node 0") != std::string::npos);
@@ -255,9 +264,9 @@ TEST_CASE("a local checkpoint whose parts do not all check gives way to an older
     f.seekp(-5, std::ios::end);
     f.write("XXXX", 4);
   }
-  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  run.clear_logs();
   REQUIRE(run.train(20, 7) == 0);
-  for (int r = 0; r < 4; ++r) CHECK(read_text(run.log(r)).find("resumed 6 local") != std::string::npos);
+  CHECK(run.all_logged("resumed 6 local"));
   CHECK(run.logs().find("not whole: no copy of the parts of rank 2 checks") != std::string::npos);
   // Three one-rank nodes, no persistent checkpoint yet, two nodes lost: the run stops, and
   // deletes nothing, rather than start over beside the local checkpoints it could not recover.
@@ -267,7 +276,7 @@ TEST_CASE("a local checkpoint whose parts do not all check gives way to an older
   REQUIRE(young.train(20, 4) == 0);
   std::filesystem::remove_all(young.local(1));
   std::filesystem::remove_all(young.local(2));
-  for (int r = 0; r < 3; ++r) std::filesystem::remove(young.log(r));
+  young.clear_logs();
   CHECK(young.train(20, 6) != 0);
   CHECK(young.logs().find("no local checkpoint in") != std::string::npos);
   CHECK(young.logs().find("no persistent checkpoint either") != std::string::npos);
@@ -282,9 +291,9 @@ TEST_CASE("a local save torn by a crash is never used") {
   std::filesystem::copy(run.local_save(1, 8), run.checkpoints(1) / ".partial-10");
   std::filesystem::copy(run.local_save(0, 8), run.local_save(0, 10));
   std::filesystem::remove(run.local_save(0, 10) / cairn::completion_marker);
-  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  run.clear_logs();
   REQUIRE(run.train(20, 9) == 0);
-  for (int r = 0; r < 4; ++r) CHECK(read_text(run.log(r)).find("resumed 8 local") != std::string::npos);
+  CHECK(run.all_logged("resumed 8 local"));
   CHECK_FALSE(std::filesystem::exists(run.local_save(0, 10)));
   CHECK_FALSE(std::filesystem::exists(run.checkpoints(1) / ".partial-10"));
 }
@@ -298,7 +307,7 @@ TEST_CASE("local checkpoints of another experiment, or of another number of rank
   for (int node = 0; node < 2; ++node)
     std::filesystem::copy(run.local(node), other.local(node), std::filesystem::copy_options::recursive);
   REQUIRE(other.train(20, 2) == 0);
-  for (int r = 0; r < 4; ++r) CHECK(read_text(other.log(r)).find("resumed 0 fresh") != std::string::npos);
+  CHECK(other.all_logged("resumed 0 fresh"));
   CHECK(std::filesystem::exists(other.local_save(1, 2)));
   CHECK(std::filesystem::exists(other.local(1) / run.checkpoints(1).parent_path().filename() / "checkpoints" / "8"));
   // The first's saves moved under the second's name: their markers say whose they are.
@@ -306,17 +315,17 @@ TEST_CASE("local checkpoints of another experiment, or of another number of rank
     std::filesystem::remove_all(other.checkpoints(node));
     std::filesystem::copy(run.checkpoints(node), other.checkpoints(node), std::filesystem::copy_options::recursive);
   }
-  for (int r = 0; r < 4; ++r) std::filesystem::remove(other.log(r));
+  other.clear_logs();
   REQUIRE(other.train(20, 1) == 0);
-  for (int r = 0; r < 4; ++r) CHECK(read_text(other.log(r)).find("resumed 0 fresh") != std::string::npos);
+  CHECK(other.all_logged("resumed 0 fresh"));
   CHECK(other.logs().find("a local checkpoint of another experiment") != std::string::npos);
   // The same experiment on two ranks: the local parts are four ranks', it reshards from the
   // persistent tier.
-  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  run.clear_logs();
   run.ranks = 2;
   run.per_node = 1;
   REQUIRE(run.train(20, 6) == 0);
-  for (int r = 0; r < 2; ++r) CHECK(read_text(run.log(r)).find("resumed 5 persistent") != std::string::npos);
+  CHECK(run.all_logged("resumed 5 persistent"));
   CHECK(run.logs().find("saved by another number of ranks") != std::string::npos);
 }
 
@@ -334,11 +343,11 @@ TEST_CASE("promoted, a persistent checkpoint is a copy of the local files, and l
   CHECK_MESSAGE(report.ok(), (report.problems.empty() ? "" : report.problems.front()));
   CHECK(cairn::save_directory(run.experiment() / "checkpoints").complete() == std::vector<std::int64_t>{5, 10});
   // Three ranks read it, resharded (every rank's file holds its replicated parameters too).
-  for (int r = 0; r < 4; ++r) std::filesystem::remove(run.log(r));
+  run.clear_logs();
   run.ranks = 3;
   run.per_node = 1;
   REQUIRE(run.train(12, 11) == 0);
-  for (int r = 0; r < 3; ++r) CHECK(read_text(run.log(r)).find("resumed 10 persistent") != std::string::npos);
+  CHECK(run.all_logged("resumed 10 persistent"));
 }
 
 int main(int argc, char** argv) {

@@ -68,8 +68,9 @@ void gather_into(C& comm, at::Tensor const& tensor, int root, std::vector<at::Te
 /// Sends `sent` to rank `to` and receives `received` (contiguous, on device(), of the size that
 /// rank sends) from rank `from`, both at once: point to point, only the two ends of each transfer
 /// take part, so that every rank of a ring can send to the next while it receives from the
-/// previous. `to` or `from` -1: nothing that way (and `sent` or `received` may be undefined). Through the
-/// communicator's own `exchange` (every cairn backend); a comm_error on one without it.
+/// previous. `to` or `from` -1: nothing that way (and `sent` or `received` may be undefined).
+/// Through the communicator's own `exchange` (every cairn backend); a comm_error on one without
+/// it.
 template <communicator C> void exchange(C& comm, at::Tensor const& sent, int to, at::Tensor& received, int from) {
   if constexpr (requires { comm.exchange(sent, to, received, from); }) {
     comm.exchange(sent, to, received, from);

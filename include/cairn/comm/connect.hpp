@@ -46,8 +46,8 @@ struct grid_communicators {
 /// `connect`, for a run on `grid`: every group of the grid over one store, on the backend
 /// `requested` resolves to (Gloo, or NCCL with its groups' communicators of their own). Every
 /// rank makes its groups in the same order (world, tensor, pipeline, data, then `transfers` when
-/// asked for, in a job of several ranks), so that the members of a group meet. A comm_error (kind environment) when the
-/// grid's size is not the job's.
+/// asked for, in a job of several ranks), so that the members of a group meet. A comm_error
+/// (kind environment) when the grid's size is not the job's.
 ///
 ///     auto env = cairn::comm::environment_or_single();
 ///     cairn::comm::parallel_grid grid(cfg.parallel.tensor, 1, env.world_size / cfg.parallel.tensor, env.world_size);

@@ -223,7 +223,7 @@ private:
   std::optional<save_directory> local_; // this node's local checkpoints
   std::optional<comm::communicator_ref> transfers_;
   std::optional<local_nodes> nodes_;
-  std::string experiment_id_; // the experiment's identity (its .cairn-experiment), for the local tier
+  std::string experiment_id_;      // the experiment's identity (its .cairn-experiment), for the local tier
   bool pending_local_ = false;     // the save in flight is a local one
   bool pending_promotion_ = false; // … and the persistent checkpoint of its iteration too
   std::optional<std::int64_t> last_local_;

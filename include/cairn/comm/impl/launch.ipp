@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <map>
@@ -55,7 +55,8 @@ CAIRN_DECL int free_port() {
     ::close(fd);
     if (bound) return port;
   }
-  throw comm_error(comm_errc::launch, "cannot find a free port in [20000, 32000) for the rendezvous: pass --master-port");
+  throw comm_error(comm_errc::launch,
+                   "cannot find a free port in [20000, 32000) for the rendezvous: pass --master-port");
 }
 
 CAIRN_DECL void emit_lines(int rank, std::string& partial, char const* data, std::size_t size, FILE* to,
