@@ -37,8 +37,10 @@ CAIRN_DECL migration_chain const& checkpoint_metadata_migrations() {
     c.step("0", "1", [](boost::json::object& doc) {
       for (auto [old_key, new_key] : {std::pair{"state_shards", "shard_names"}, std::pair{"layouts", "ranks"}}) {
         if (auto it = doc.find(old_key); it != doc.end()) {
-          doc[new_key] = it->value();
-          doc.erase(old_key);
+          // Taken out first: inserting the new key may rehash the object, and `it` with it.
+          auto value = std::move(it->value());
+          doc.erase(it);
+          doc[new_key] = std::move(value);
         }
       }
       doc["version"] = "1";
