@@ -11,6 +11,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -19,6 +21,18 @@ namespace example {
 
 struct optimizer_config {
   double learning_rate = 3e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+
+  /// The step is taken in float32, the weights' type: its size at the first iteration,
+  /// learning_rate / (1 - beta1), must be a float32 (1e38 is a double, and its step is not).
+  void validate(cairn::validation& v) const {
+    auto first_step = learning_rate / (1 - beta1);
+    if (!(first_step <= static_cast<double>(std::numeric_limits<float>::max()))) {
+      char text[160];
+      std::snprintf(text, sizeof text, "%g gives a first step of %g (learning_rate / (1 - beta1))", learning_rate,
+                    first_step);
+      v.error("learning_rate", std::string(text) + ", past the largest float32 of the weights (3.4e38)");
+    }
+  }
 };
 BOOST_DESCRIBE_STRUCT(optimizer_config, (), (learning_rate, beta1, beta2, epsilon))
 constexpr auto cairn_fields(optimizer_config const*) {

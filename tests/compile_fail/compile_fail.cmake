@@ -17,3 +17,7 @@ cairn_compile_fail_test(compile_fail_check_wrong_type ${CMAKE_CURRENT_LIST_DIR}/
                         "This check does not apply to the field's type")
 cairn_compile_fail_test(compile_fail_mixed_modes ${CMAKE_CURRENT_LIST_DIR}/mixed_modes.cpp
                         "CAIRN_SEPARATE_COMPILATION defined after cairn's headers were included without it")
+cairn_compile_fail_test(compile_fail_validate_wrong_signature ${CMAKE_CURRENT_LIST_DIR}/validate_wrong_signature.cpp
+                        "a config's validate must be void validate")
+add_test(NAME compile_fail_validate_wrong_signature_ok COMMAND compile_fail_validate_wrong_signature_ok)
+set_tests_properties(compile_fail_validate_wrong_signature_ok PROPERTIES LABELS unit)

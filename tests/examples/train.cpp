@@ -202,6 +202,13 @@ TEST_CASE("a bad config is refused before training, with every error and its key
   CHECK(nccl.status == 2);
   CHECK(nccl.output.find("comm: comm=nccl") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(tmp / "nccl" / "checkpoints"));
+  // A learning rate a double holds whose first step overflows the float32 weights: refused
+  // before training, naming the key (not libtorch's "cannot be converted to type float").
+  auto huge = run({CAIRN_TRAIN, "run.experiment_dir=" + (tmp / "huge").string(), "optimizer.learning_rate=1e38"},
+                  tmp / "huge.log");
+  CHECK(huge.status == 2);
+  CHECK(huge.output.find("optimizer.learning_rate: ") != std::string::npos);
+  CHECK(huge.output.find("past the largest float32") != std::string::npos);
   auto unknown = run({CAIRN_TRAIN, "--frobnicate"}, tmp / "unknown");
   CHECK(unknown.status == 2);
   CHECK(unknown.output.find("unknown argument '--frobnicate'") != std::string::npos);

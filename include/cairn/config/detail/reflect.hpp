@@ -257,12 +257,24 @@ template <class T> void collect_legacy_rules(std::vector<legacy_rule>& rules) {
 
 template <class T>
 concept declares_validate = requires {
-  requires std::is_same_v<decltype(&T::validate), void (T::*)(validation&)>;
+  requires std::is_same_v<decltype(&T::validate), void (T::*)(validation&)> ||
+      std::is_same_v<decltype(&T::validate), void (T::*)(validation&) const>;
 };
 template <class T>
 concept declares_plain_validate = requires {
-  requires std::is_same_v<decltype(&T::validate), void (T::*)()>;
+  requires std::is_same_v<decltype(&T::validate), void (T::*)()> ||
+      std::is_same_v<decltype(&T::validate), void (T::*)() const>;
 };
+
+/// The class a pointer to member belongs to.
+template <class M> struct member_of;
+template <class R, class C> struct member_of<R C::*> { using type = C; };
+/// A `validate` of T's own that is neither form cairn calls (it would be silently skipped).
+template <class T>
+concept declares_other_validate = requires {
+  requires std::is_same_v<typename member_of<decltype(&T::validate)>::type, T>;
+}
+&&!declares_validate<T> && !declares_plain_validate<T>;
 
 template <class T> constexpr bool has_validation();
 template <template <class...> class L, class... B> constexpr bool any_validates(L<B...>) {
@@ -270,7 +282,8 @@ template <template <class...> class L, class... B> constexpr bool any_validates(
 }
 /// Whether T or one of its bases declares `validate`.
 template <class T> constexpr bool has_validation() {
-  return declares_validate<T> || declares_plain_validate<T> || any_validates(bases_of<T>());
+  return declares_validate<T> || declares_plain_validate<T> || declares_other_validate<T> ||
+         any_validates(bases_of<T>());
 }
 
 template <class T> void run_validate_chain(void* object, validation& ctx);
@@ -450,6 +463,10 @@ template <class V> struct container_traits {
 
 /// Each class's own `validate`, most basic class first.
 template <class T> void run_validate_chain(void* object, validation& ctx) {
+  // An error here means that a config's `validate` is none that cairn calls: declare it
+  // `void validate(cairn::validation&)` or `void validate()`, const or not.
+  static_assert(!declares_other_validate<T>, "a config's validate must be void validate(cairn::validation&) or "
+                                             "void validate(), const or not");
   auto& config = *static_cast<T*>(object);
   boost::mp11::mp_for_each<bases_of<T>>([&](auto base) {
     using base_type = typename decltype(base)::type;
