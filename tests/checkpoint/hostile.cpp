@@ -630,3 +630,78 @@ TEST_CASE("verify of a Hugging Face directory: its structure always, checksums w
     CHECK(report.problems.front().find("1 of its 2 tensors have no recorded checksum") != std::string::npos);
   }
 }
+
+namespace {
+
+/// Resident memory of this process now, in KiB.
+long resident_kib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmRSS:")) return std::stol(line.substr(6));
+  return 0;
+}
+
+/// A save whose metadata.json names a parameter with `megabytes` MiB of letters.
+fs::path long_name_save(fs::path const& dir, std::size_t megabytes) {
+  save(dir, distributed);
+  auto metadata = read_bytes(dir / "metadata.json");
+  auto at = metadata.find("\"name\": \"");
+  if (at == std::string::npos) at = metadata.find("\"name\":\"");
+  REQUIRE(at != std::string::npos);
+  at = metadata.find('"', at + 6) + 1;
+  std::ofstream out(dir / "metadata.json", std::ios::binary | std::ios::trunc);
+  out << metadata.substr(0, at);
+  std::string mebibyte(std::size_t{1} << 20, 'n');
+  for (std::size_t i = 0; i < megabytes; ++i) out << mebibyte;
+  out << metadata.substr(at);
+  return dir;
+}
+
+} // namespace
+
+TEST_CASE("hostile metadata is refused before it costs memory: a name of hundreds of MiB, an array of millions") {
+  temp_dir tmp;
+  for (std::size_t megabytes : {100, 400}) {
+    CAPTURE(megabytes);
+    auto dir = long_name_save(tmp / ("long-" + std::to_string(megabytes)), megabytes);
+    // A pretrained load in a process of its own, its memory measured from its start.
+    std::fflush(nullptr);
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      std::ofstream("/proc/self/clear_refs") << "5"; // the peak starts again from here
+      auto before = resident_kib();
+      auto error = load_error(dir, distributed);
+      auto grown = resident_kib() - before;
+      std::ifstream self("/proc/self/status");
+      long peak = 0;
+      for (std::string line; std::getline(self, line);)
+        if (line.starts_with("VmHWM:")) peak = std::stol(line.substr(6));
+      bool refused = error.find("longer than 1048576 bytes") != std::string::npos &&
+                     error.find("metadata.json") != std::string::npos;
+      // VmHWM is the peak of the whole process (libtorch and the test included): what the load
+      // added is at most the peak less the memory before it.
+      ::_exit(refused && peak - before < 300 * 1024 && grown < 300 * 1024 ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    auto report = cairn::verify_checkpoint(dir);
+    REQUIRE_FALSE(report.ok());
+    CHECK_MESSAGE(report.problems.front().find("a string longer than 1048576 bytes at 'ranks[0].parameters[0].name'") !=
+                      std::string::npos,
+                  report.problems.front());
+  }
+  // A document of many small values: refused at the parse's memory budget, naming the file.
+  auto dir = tmp / "many";
+  save(dir, distributed);
+  std::string many = "{\"pad\": [";
+  for (int i = 0; i < (24 << 20); ++i) many += "0,";
+  many += "0]}";
+  write_bytes(dir / "metadata.json", many);
+  auto error = load_error(dir, distributed);
+  INFO(error);
+  CHECK(error.find("needs more than 128 MiB of memory to read: refused") != std::string::npos);
+  CHECK(error.find("metadata.json") != std::string::npos);
+}

@@ -140,6 +140,28 @@ TEST_CASE("every subcommand refuses hostile inputs with a message naming the pat
     add("a state_dict index of 1000 MiB (sparse: zeros)", d);
   }
   {
+    // A parameter name of 400 MiB of letters (valid JSON): refused at 1 MiB of it, never held.
+    auto d = distributed(tmp / "metadata-long-name");
+    std::ifstream in(d / "metadata.json");
+    std::string text{std::istreambuf_iterator<char>(in), {}};
+    auto at = text.find("\"name\": \"") + 9;
+    std::ofstream out(d / "metadata.json", std::ios::binary | std::ios::trunc);
+    out << text.substr(0, at);
+    std::string mebibyte(std::size_t{1} << 20, 'n');
+    for (int i = 0; i < 400; ++i) out << mebibyte;
+    out << text.substr(at);
+    add("metadata.json naming a parameter with 400 MiB", d);
+  }
+  {
+    auto d = state_dict(tmp / "index-long-key");
+    std::ofstream out(d / "state_dict.safetensors.index.json", std::ios::binary | std::ios::trunc);
+    out << "{\"weight_map\": {\"";
+    std::string mebibyte(std::size_t{1} << 20, 'k');
+    for (int i = 0; i < 100; ++i) out << mebibyte;
+    out << "\": \"state_dict_0.safetensors\"}}";
+    add("a state_dict index with a key of 100 MiB", d);
+  }
+  {
     auto d = distributed(tmp / "rank-sparse");
     std::string head(8, '\0');
     head[4] = 1; // a header length of 2^32 bytes

@@ -65,6 +65,12 @@ CAIRN_DECL std::string line_and_column(std::string_view text, std::size_t offset
 /// The text of a file of at most `limit` bytes; errors are config_errors naming the file.
 CAIRN_DECL std::string read_config_text(std::string const& file, std::size_t limit);
 
+struct json_feed; // <cairn/detail/json_feed.hpp>
+/// The document `feed` parsed once its text was fed whole, or a config_error naming `source`:
+/// invalid JSON (line and column), text after the value, a key given twice, a string or a
+/// document past the feed's limits.
+CAIRN_DECL boost::json::value finish_json(json_feed& feed, std::string_view source);
+
 } // namespace detail
 
 /// Parses JSON text; a syntax error (line and column) or a key given twice in one object (its
@@ -77,7 +83,9 @@ inline constexpr std::size_t max_config_file_size = std::size_t{64} << 20;
 
 /// The largest JSON file cairn reads when not told otherwise (1 GiB): checkpoint metadata
 /// that enumerates every rank's layout grows with ranks × parameters; a sparse file or a device
-/// named in its place is refused before it is read.
+/// named in its place is refused before it is read. Whatever its size, a document is parsed as
+/// it is read, within bounds: a key or a string of more than 1 MiB, or a document needing more
+/// than 128 MiB of memory parsed, is refused as soon as it is seen (`detail::json_limits`).
 inline constexpr std::size_t max_json_file_size = std::size_t{1} << 30;
 
 /// Reads a JSON file (a `std::filesystem::path` converts) of at most `limit` bytes; an

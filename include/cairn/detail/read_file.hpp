@@ -35,14 +35,13 @@ inline std::string size_text(std::size_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-/// Reads the regular file `path` whole into `text`, refusing more than `limit` bytes, and hands
-/// each piece read to `consume(std::string_view piece)`, which returns false to stop reading (a
-/// parser that found the text bad: a sparse file of zeros then costs one piece of memory, not its
-/// size). Returns the empty string, or why it cannot: not there, not a regular file (a FIFO or
-/// device is refused without blocking), larger than the limit, unreadable.
-template <class Consume> file_problem read_regular_file(std::filesystem::path const& path, std::size_t limit,
-                                                        std::string& text, Consume&& consume) {
-  text.clear();
+/// Reads the regular file `path` front to back, refusing more than `limit` bytes, and hands each
+/// piece read to `consume(std::string_view piece)`, which returns false to stop reading (a parser
+/// that found the text bad: a sparse file of zeros then costs one piece of memory, not its size);
+/// nothing read is held. Returns the empty string, or why it cannot: not there, not a regular file
+/// (a FIFO or device is refused without blocking), larger than the limit, unreadable.
+template <class Consume>
+file_problem read_regular_file_pieces(std::filesystem::path const& path, std::size_t limit, Consume&& consume) {
   int fd = 0;
   do {
     fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -62,20 +61,34 @@ template <class Consume> file_problem read_regular_file(std::filesystem::path co
   if (!S_ISREG(info.st_mode)) return {"not a regular file (a FIFO, socket or device): refused", io_errc::unsupported};
   if (static_cast<std::uint64_t>(info.st_size) > limit)
     return {std::to_string(info.st_size) + " bytes, larger than the limit of " + size_text(limit), io_errc::too_large};
-  text.reserve(static_cast<std::size_t>(info.st_size)); // memory is touched only as it fills
   constexpr std::size_t piece = std::size_t{1} << 16;
   char buffer[piece];
+  std::size_t total = 0;
   for (;;) {
-    if (text.size() > limit) return {"larger than the limit of " + size_text(limit), io_errc::too_large};
-    auto room = limit - text.size(); // one byte past the limit tells a file that grew beyond it
+    auto room = limit - total; // one byte past the limit tells a file that grew beyond it
     auto n = ::read(fd, buffer, room >= piece ? piece : room + 1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return failed("cannot read");
     if (n == 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
-    if (text.size() <= limit && !consume(std::string_view(buffer, static_cast<std::size_t>(n)))) break;
+    total += static_cast<std::size_t>(n);
+    if (total > limit) return {"larger than the limit of " + size_text(limit), io_errc::too_large};
+    if (!consume(std::string_view(buffer, static_cast<std::size_t>(n)))) break;
   }
   return {};
+}
+
+/// Reads the regular file `path` whole into `text` as `read_regular_file_pieces` reads it, handing
+/// each piece to `consume` too.
+template <class Consume> file_problem read_regular_file(std::filesystem::path const& path, std::size_t limit,
+                                                        std::string& text, Consume&& consume) {
+  text.clear();
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size <= limit) text.reserve(static_cast<std::size_t>(size)); // touched only as it fills
+  return read_regular_file_pieces(path, limit, [&](std::string_view piece) {
+    text.append(piece);
+    return consume(piece);
+  });
 }
 
 /// Reads the regular file `path` whole into `text` (see above).

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -80,6 +81,12 @@ public:
   virtual void read(std::string_view key, std::uint64_t offset, std::span<std::byte> out) = 0;
   /// The whole file, refused when larger than `limit` bytes.
   [[nodiscard]] virtual std::string read_all(std::string_view key, std::uint64_t limit) = 0;
+  /// Reads `key` front to back, handing each piece to `consume`, which returns false to stop:
+  /// one piece held at a time (what a parser of a large file wants). Refused before a byte is
+  /// read when larger than `limit` bytes; a missing file is an io_error of kind
+  /// no_such_file_or_directory. By default, ranged reads of 8 MiB.
+  CAIRN_DECL virtual void read_pieces(std::string_view key, std::uint64_t limit,
+                                      std::function<bool(std::string_view)> const& consume);
 
   /// Writes a whole small file durably and atomically, replacing one of that name. On POSIX its
   /// directory must exist (a directory removed under a writer is never made again).

@@ -4,7 +4,6 @@
 
 #include <cairn/config/json.hpp>
 #include <cairn/detail/json_feed.hpp>
-#include <cairn/detail/json_keys.hpp>
 #include <cairn/detail/read_file.hpp>
 
 #include <boost/json/stream_parser.hpp>
@@ -113,33 +112,16 @@ CAIRN_DECL std::string line_and_column(std::string_view text, std::size_t offset
 
 namespace cairn {
 
-namespace detail {
-
-/// The value `feed` parsed from `text` (all of the file, or what was read of it up to its first
-/// bad byte), or a config_error naming `source`: a syntax error (line and column), text after the
-/// value, or a key given twice (which the parser keeps silently).
-inline boost::json::value finish_json(json_feed& feed, std::string_view text, std::string_view source) {
-  feed.finish();
-  if (feed.ended) {
-    auto extra = text.find_first_not_of(" \t\r\n", feed.consumed);
-    if (extra != std::string_view::npos)
-      throw config_error(
-          {{std::string(source), "unexpected text after the JSON value at " + detail::line_and_column(text, extra)}});
-  }
-  if (feed.error)
-    throw config_error({{std::string(source), "invalid JSON at " + detail::line_and_column(text, feed.consumed) + ": " +
-                                                  feed.error.message()}});
-  if (auto duplicate = detail::duplicate_key(text.substr(0, feed.consumed)))
-    throw config_error({{std::string(source), "duplicate key '" + *duplicate + "'"}});
-  return feed.parser.release();
+CAIRN_DECL boost::json::value detail::finish_json(json_feed& feed, std::string_view source) {
+  if (feed.finish()) return feed.release();
+  if (!feed.problem.empty()) throw config_error({{std::string(source), feed.problem}});
+  throw config_error({{std::string(source), "invalid JSON at " + feed.where() + ": " + feed.error.message()}});
 }
-
-} // namespace detail
 
 CAIRN_DECL boost::json::value parse_json(std::string_view text, std::string_view source) {
   detail::json_feed feed;
   feed.feed(text);
-  return detail::finish_json(feed, text, source);
+  return detail::finish_json(feed, source);
 }
 
 CAIRN_DECL std::string detail::read_config_text(std::string const& file, std::size_t limit) {
@@ -150,14 +132,14 @@ CAIRN_DECL std::string detail::read_config_text(std::string const& file, std::si
 }
 
 CAIRN_DECL boost::json::value read_json_file(std::string const& file, std::size_t limit) {
-  // Parsed as it is read: a file that is not JSON is read only up to its first bad byte.
+  // Parsed as it is read, never held whole: a file that is not JSON is read only up to its first
+  // bad byte, and one whose strings or size would cost more than json_limits is refused there.
   detail::json_feed feed;
-  std::string text;
   if (auto problem =
-          detail::read_regular_file(file, limit, text, [&](std::string_view piece) { return feed.feed(piece); });
+          detail::read_regular_file_pieces(file, limit, [&](std::string_view piece) { return feed.feed(piece); });
       !problem.empty())
     throw config_error({{file, problem.text}});
-  return detail::finish_json(feed, text, file);
+  return detail::finish_json(feed, file);
 }
 
 namespace detail {

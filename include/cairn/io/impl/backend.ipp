@@ -71,6 +71,13 @@ public:
     return text;
   }
 
+  void read_pieces(std::string_view key, std::uint64_t limit,
+                   std::function<bool(std::string_view)> const& consume) override {
+    std::filesystem::path path(key);
+    auto problem = cairn::detail::read_regular_file_pieces(path, static_cast<std::size_t>(limit), consume);
+    if (!problem.empty()) throw io_error(path, problem.kind, problem.text);
+  }
+
   void write(std::string_view key, std::span<std::byte const> bytes) override {
     write_file_atomically(std::filesystem::path(key), bytes);
   }
@@ -165,6 +172,23 @@ namespace cairn::io {
 // Defined in <cairn/io/s3.hpp>, included below: that header includes this one.
 CAIRN_DECL std::shared_ptr<storage_backend> open_s3_location(std::string_view url, std::string& key);
 #endif
+
+CAIRN_DECL void storage_backend::read_pieces(std::string_view key, std::uint64_t limit,
+                                             std::function<bool(std::string_view)> const& consume) {
+  auto total = size(key);
+  if (!total)
+    throw io_error(describe(key), std::make_error_code(std::errc::no_such_file_or_directory), "no such object");
+  if (*total > limit)
+    throw io_error(describe(key), io_errc::too_large,
+                   std::to_string(*total) + " bytes, larger than the limit of " + std::to_string(limit) + " bytes");
+  constexpr std::uint64_t piece = std::uint64_t{8} << 20;
+  std::vector<std::byte> buffer(static_cast<std::size_t>(std::min(piece, *total)));
+  for (std::uint64_t at = 0; at < *total; at += piece) {
+    auto part = std::span(buffer).first(static_cast<std::size_t>(std::min(piece, *total - at)));
+    read(key, at, part);
+    if (!consume(std::string_view(reinterpret_cast<char const*>(part.data()), part.size()))) return;
+  }
+}
 
 CAIRN_DECL storage_location storage_location::operator/(std::string_view name) const {
   std::string joined = key;

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cairn/detail/json_feed.hpp>
-#include <cairn/detail/json_keys.hpp>
 #include <cairn/detail/read_file.hpp>
 #include <cairn/io/backend.hpp>
 #include <cairn/io/error.hpp>
@@ -38,23 +37,16 @@ CAIRN_DECL bool stays_inside(std::string const& name) {
 }
 
 CAIRN_DECL safetensors_index read_index(std::filesystem::path const& path, std::size_t limit) {
-  // Parsed as it is read: a file that is not JSON is read only up to its first bad byte.
+  // Parsed as it is read, piece by piece, within json_limits: a file that is not JSON is read only
+  // up to its first bad byte, and none is held whole.
   cairn::detail::json_feed feed;
-  std::string text;
-  if (is_object_store_path(path.string())) {
-    auto where = open_location(path.string());
-    text = where.backend->read_all(where.key, limit);
-    feed.feed(text);
-  } else if (auto problem = cairn::detail::read_regular_file(path, limit, text,
-                                                             [&](std::string_view piece) { return feed.feed(piece); });
-             !problem.empty()) {
-    throw io_error(path, problem.kind, problem.text);
+  auto where = open_location(path.string());
+  where.backend->read_pieces(where.key, limit, [&](std::string_view piece) { return feed.feed(piece); });
+  if (!feed.finish()) {
+    if (feed.problem.starts_with("duplicate key")) throw io_error(path, feed.problem);
+    throw io_error(path, "not valid JSON: " + (feed.problem.empty() ? feed.error.message() : feed.problem));
   }
-  if (!feed.finish() || (feed.ended && text.find_first_not_of(" \t\r\n", feed.consumed) != std::string::npos))
-    throw io_error(path,
-                   "not valid JSON: " + (feed.error ? feed.error.message() : std::string("text after the value")));
-  auto document = feed.parser.release();
-  if (auto duplicate = cairn::detail::duplicate_key(text)) throw io_error(path, "duplicate key '" + *duplicate + "'");
+  auto document = feed.release();
   if (!document.is_object()) throw io_error(path, "an index must be a JSON object");
   safetensors_index index;
   auto const& object = document.get_object();
