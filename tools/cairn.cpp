@@ -88,6 +88,17 @@ public:
   using cairn::error::error;
 };
 
+/// The part of the usage about `command`: its line and the lines indented under it.
+std::string command_usage(std::string_view command) {
+  std::string_view text = usage;
+  auto at = text.find("\n  " + std::string(command) + " ");
+  if (at == std::string_view::npos) return usage;
+  auto end = at + 1;
+  do end = text.find('\n', end) + 1;
+  while (end < text.size() && text.substr(end, 3) == "   "); // a continuation: indented further
+  return "usage: cairn " + std::string(text.substr(at + 3, end - at - 3));
+}
+
 int print_usage_error(std::string const& message) {
   std::fprintf(stderr, "cairn: %s\n\n%s", message.c_str(), usage);
   return 2;
@@ -120,7 +131,8 @@ boost::json::value read_json(std::filesystem::path const& path) {
   return cairn::parse_json(where.backend->read_all(where.key, cairn::max_config_file_size), path.string());
 }
 
-int inspect(std::filesystem::path const& path) {
+int inspect(std::filesystem::path const& given) {
+  auto path = cairn::resolve_save(given); // a save on a store: its newest complete generation
   if (!stored(path)) {
     std::fprintf(stderr, "cairn inspect: %s: no such file or directory\n", path.c_str());
     return 1;
@@ -336,6 +348,11 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "--help" || command == "-h" || command == "help") {
     std::fputs(usage, stdout);
+    return 0;
+  }
+  bool const asks_help = args.size() == 1 && (args[0] == "--help" || args[0] == "-h");
+  if (asks_help && (command == "inspect" || command == "verify" || command == "launch" || command == "plan")) {
+    std::fputs(command_usage(command).c_str(), stdout);
     return 0;
   }
   try {

@@ -55,6 +55,7 @@
 #ifdef CAIRN_WITH_S3
 #include <cairn/io/impl/s3.ipp>
 #endif
+#include <cairn/training/impl/background_tasks.ipp>
 #include <cairn/training/impl/callback.ipp>
 #include <cairn/training/impl/interval.ipp>
 #include <cairn/training/impl/lock.ipp>

@@ -6,6 +6,7 @@
 /// where cairn is built with libtorch (CAIRN_WITH_TORCH, set by cairn::cairn), the checkpoint
 /// manager and the run policy. Without libtorch it is the policy alone, as the tool uses it.
 
+#include <cairn/training/background_tasks.hpp>
 #include <cairn/training/callback.hpp>
 #include <cairn/training/interval.hpp>
 #include <cairn/training/lock.hpp>

@@ -236,3 +236,64 @@ TEST_CASE("writing behind: jobs run in order, the bytes waiting stay within the 
   CHECK_THROWS_WITH_AS(caller.finish(), "gather failed", std::runtime_error);
   CHECK(ran == std::vector<int>{1});
 }
+
+TEST_CASE("a complete save is complete wherever it lies: copied under another name, it verifies") {
+  temp_dir tmp;
+  save_directory dir(tmp / "experiment" / "checkpoints");
+  save(dir, 200, "twelve bytes");
+  std::filesystem::copy(dir.path(200), tmp / "backup", std::filesystem::copy_options::recursive);
+  auto copied = cairn::save_status(tmp / "backup");
+  CHECK(copied.is_save);
+  CHECK_FALSE(copied.problem);
+  // Its marker still checks its files there.
+  std::filesystem::resize_file(tmp / "backup" / "rank_0.safetensors", 3);
+  auto damaged = cairn::save_status(tmp / "backup");
+  REQUIRE(damaged.problem);
+  CHECK(damaged.problem->find("3 bytes, the marker says 12") != std::string::npos);
+  // Copied under another iteration's name in a directory of saves: the marker's iteration is not
+  // the name's, refused.
+  std::filesystem::copy(dir.path(200), dir.path(300), std::filesystem::copy_options::recursive);
+  auto renamed = cairn::save_status(dir.path(300));
+  REQUIRE(renamed.problem);
+  CHECK(renamed.problem->find("the save of another iteration (200)") != std::string::npos);
+}
+
+TEST_CASE("generations (a store's saves, downloaded): the newest complete one is the save") {
+  temp_dir tmp;
+  auto root = tmp / "checkpoints";
+  // What a store holds, as downloaded: checkpoints/<n>/gen-<since>-<writer>-<k>/.
+  auto generation = [&](std::int64_t iteration, cairn::save_generation const& g, bool complete,
+                        std::string const& contents) {
+    auto folder = root / std::to_string(iteration) / g.name();
+    std::filesystem::create_directories(folder);
+    write_text(folder / "rank_0.safetensors", contents);
+    if (complete) {
+      auto marker = "{\"iteration\": " + std::to_string(iteration) +
+                    ", \"files\": {\"rank_0.safetensors\": " + std::to_string(contents.size()) + "}}";
+      write_text(folder / cairn::completion_marker, marker);
+    }
+    return folder;
+  };
+  cairn::save_generation old{1000, "aaaaaaaa", 1}, newer{2000, "bbbbbbbb", 1}, newest{3000, "cccccccc", 1};
+  CHECK(cairn::save_generation::parse(newer.name()) == newer);
+  CHECK(old < newer);
+  CHECK(cairn::save_generation{2000, "bbbbbbbb", 10} > cairn::save_generation{2000, "bbbbbbbb", 9});
+  for (auto bad : {"gen-", "gen-1-x-1", "gen-01-ab-1", "gen-1-ab", "gen-1-AB-1", "gen--ab-1", "1-ab-1"})
+    CHECK_FALSE(cairn::save_generation::parse(bad));
+
+  generation(5, old, true, "old");
+  auto second = generation(5, newer, true, "newer");
+  generation(5, newest, false, "torn"); // the newest generation, torn: not the save
+  CHECK(cairn::resolve_save(root / "5") == second);
+  save_directory dir(root);
+  CHECK(dir.complete() == list{5});
+  CHECK_FALSE(dir.problem(5));
+  CHECK(cairn::save_status(root / "5").is_save);
+  CHECK_FALSE(cairn::save_status(root / "5").problem);
+  CHECK_FALSE(cairn::save_status(second).problem); // the generation itself, given by a user
+  // Its file altered: the save (its newest complete generation) is not sound, and an older
+  // generation never stands in for it.
+  write_text(second / "rank_0.safetensors", "altered: longer");
+  CHECK(dir.problem(5));
+  CHECK(cairn::resolve_save(root / "5") == second);
+}

@@ -8,6 +8,8 @@
 #include <cairn/checkpoint/verify.hpp>
 #include <cairn/comm/connect.hpp>
 #include <cairn/config/json.hpp>
+#include <cairn/io/error.hpp>
+#include <cairn/io/file.hpp>
 #include <cairn/training/local_tier.hpp>
 #include <cairn/training/manager.hpp>
 
@@ -16,11 +18,13 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "checkpoint/manager_state.hpp"
@@ -43,6 +47,15 @@ void log_diagnostics(std::filesystem::path const& file) {
   cairn::set_diagnostic_sink([file](cairn::severity, cairn::diagnostic const& d) {
     std::ofstream(file, std::ios::app) << d.to_string() << "\n";
   });
+}
+
+/// In a rank whose local disk filled up: that directory, where every write of a save fails with
+/// ENOSPC (the run's start, its node check included, found it writable).
+std::string full_disk;
+
+void disk_full(char const* operation, std::filesystem::path const& path) {
+  if (!full_disk.empty() && std::string_view(operation) == "write" && path.string().starts_with(full_disk + "/cairn-"))
+    throw cairn::io::system_error(path, "write failed", ENOSPC);
 }
 
 /// The job's communicators, over a grid of `size` data-parallel ranks, with one for transfers.
@@ -73,6 +86,7 @@ struct cluster {
   int ranks = 4;
   int per_node = 2;
   bool promote = false;
+  int full_disk_node = -1; ///< a node whose local disk is full: every write there fails
 
   [[nodiscard]] std::filesystem::path experiment() const { return root / "experiment"; }
   [[nodiscard]] std::filesystem::path local(int node) const { return root / ("node-" + std::to_string(node)); }
@@ -115,6 +129,8 @@ struct cluster {
     return forked_ranks::run(ranks, [&](int rank) {
       try {
         log_diagnostics(log(rank));
+        if (rank / per_node == full_disk_node) full_disk = local(full_disk_node).string();
+        cairn::io::scoped_fault_injection faults(disk_full);
         auto comms = connect(ranks);
         auto state = make_state(rank, ranks, 0);
         cairn::manager_options options;
@@ -214,6 +230,28 @@ TEST_CASE("a replaced node resumes from the newest local checkpoint, its parts s
   // The replaced node holds its parts of 8 again, committed.
   CHECK(std::filesystem::exists(run.local_save(1, 8) / cairn::completion_marker));
   CHECK(std::filesystem::exists(cairn::formats::rank_file(run.local_save(1, 8), 2)));
+}
+
+TEST_CASE("a full local disk on one node: every rank warned, no copy attempted, training goes on") {
+  cluster run;
+  run.full_disk_node = 1; // ranks 2 and 3 cannot write their local parts; their peers' copies wait for nothing
+  REQUIRE(run.train(20, 8) == 0);
+  for (int r = 0; r < run.ranks; ++r) {
+    auto log = read_text(run.log(r));
+    CAPTURE(r);
+    CAPTURE(log);
+    CHECK(log.find("local checkpoint not saved") != std::string::npos);
+    CHECK(log.find("No space left on device") != std::string::npos);
+    CHECK(log.find("error:") == std::string::npos);
+  }
+  // No local checkpoint anywhere (each was abandoned on every node); the persistent one stands.
+  for (int node = 0; node < 2; ++node) CHECK(cairn::save_directory(run.checkpoints(node)).complete().empty());
+  CHECK(cairn::save_directory(run.experiment() / "checkpoints").complete() == std::vector<std::int64_t>{5});
+  // Restarted with the disk still full: resumed from the persistent tier, and on again.
+  run.clear_logs();
+  REQUIRE(run.train(20, 12) == 0);
+  CHECK(run.all_logged("resumed 5 persistent"));
+  CHECK(cairn::save_directory(run.experiment() / "checkpoints").complete() == std::vector<std::int64_t>{5, 10});
 }
 
 TEST_CASE("with both copies of a part lost, the run resumes from the persistent tier and says so") {

@@ -1027,6 +1027,7 @@ TEST_CASE("retention never deletes the newest finite checkpoint: a diverged run 
     if (it == 5) state.parameters[0].shards[0].narrow(0, 0, 1).fill_(std::numeric_limits<float>::infinity());
     m.step(it, state);
     if (it == 5) {
+      m.finish(); // retention, on its own thread, has run
       // keep 1 would leave 5 alone: 2, the last finite one, stays as well.
       CHECK(m.checkpoints().complete() == list{2, 5});
       CHECK_FALSE(m.checkpoints().finite(5));
@@ -1037,6 +1038,7 @@ TEST_CASE("retention never deletes the newest finite checkpoint: a diverged run 
     }
   }
   // Finite again: retention as configured.
+  m.finish();
   CHECK(m.checkpoints().complete() == list{6});
   CHECK(m.checkpoints().finite(6));
   CHECK(read_text(tmp / "checkpoints" / "6" / "complete.json").find("finite") == std::string::npos);

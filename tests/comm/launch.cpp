@@ -296,4 +296,12 @@ TEST_CASE("usage errors") {
   auto missing = run("launch -n 1 -- /nonexistent/program");
   CHECK(missing.status == 1);
   CHECK(missing.output.find("cannot start '/nonexistent/program'") != std::string::npos);
+  // --help of a command is that command's usage, status 0.
+  for (std::string command : {"launch", "verify", "inspect", "plan"}) {
+    CAPTURE(command);
+    auto help = run(command + " --help");
+    CHECK(help.status == 0);
+    CHECK(help.output.find("usage: cairn " + command + " ") == 0);
+    CHECK(help.output.find("commands:") == std::string::npos); // that command's part alone
+  }
 }

@@ -38,11 +38,18 @@ export CAIRN_S3_RETRY_SECONDS=10
 "$tool" launch -n 2 -- "$train" run.experiment_dir="$store" training.train_iters=8 training.checkpoint.interval=4 $common \
   >"$dir/first.log" 2>&1 || { cat "$dir/first.log"; fail "the job on s3:// failed"; }
 grep -q "done: 8 iterations" "$dir/first.log" || { cat "$dir/first.log"; fail "the job on s3:// did not finish"; }
-aws s3 ls "$store/checkpoints/8/" >"$dir/ls8" 2>&1 || { cat "$dir/ls8"; fail "awscli cannot list checkpoint 8"; }
+# On a store a save is written in a generation of its own: checkpoints/8/gen-<since>-<writer>-<n>/.
+aws s3 ls --recursive "$store/checkpoints/8/" >"$dir/ls8" 2>&1 || { cat "$dir/ls8"; fail "awscli cannot list checkpoint 8"; }
 for name in complete.json metadata.json rank_0.safetensors rank_1.safetensors; do
-  grep -q " $name\$" "$dir/ls8" || { cat "$dir/ls8"; fail "awscli does not list $name in checkpoint 8"; }
+  grep -q "/checkpoints/8/gen-[0-9]*-[0-9a-f]*-[0-9]*/$name\$" "$dir/ls8" ||
+    { cat "$dir/ls8"; fail "awscli does not list $name in checkpoint 8"; }
 done
-aws s3 ls "$store/export/8/" | grep -q "model.safetensors" || fail "no export 8 in the store"
+aws s3 ls --recursive "$store/export/8/" | grep -q "/model.safetensors$" || fail "no export 8 in the store"
+
+# Leftovers of a POSIX experiment copied to the store (a save set aside by a replacement) are
+# skipped, said, and never stop a resume.
+echo '{"iteration": 3, "files": {}}' >"$dir/stray.json"
+aws s3 cp "$dir/stray.json" "$store/checkpoints/.replaced-3/complete.json" >/dev/null 2>&1 || fail "awscli cannot upload"
 
 # Resumed from the store: the losses after it are an uninterrupted run's, bitwise.
 # shellcheck disable=SC2086
@@ -50,6 +57,8 @@ aws s3 ls "$store/export/8/" | grep -q "model.safetensors" || fail "no export 8 
   >"$dir/second.log" 2>&1 || { cat "$dir/second.log"; fail "the resumed job on s3:// failed"; }
 grep -q "resumed from $store/checkpoints/8 at iteration 8" "$dir/second.log" ||
   { cat "$dir/second.log"; fail "not resumed from the store's checkpoint 8"; }
+grep -q "left $store/checkpoints/.replaced-3 alone" "$dir/second.log" ||
+  { cat "$dir/second.log"; fail "the stray .replaced-3 was not reported"; }
 losses "$dir/local.log" | sed -n '9,12p' >"$dir/expected"
 losses "$dir/second.log" >"$dir/got"
 [ -s "$dir/got" ] && cmp -s "$dir/expected" "$dir/got" ||
@@ -61,6 +70,17 @@ aws s3 cp --recursive "$store/checkpoints/12" "$dir/down/checkpoints/12" >/dev/n
 "$tool" verify "$dir/down/checkpoints/12" >"$dir/verify.log" 2>&1 || { cat "$dir/verify.log"; fail "the download does not verify"; }
 "$tool" verify "$store/checkpoints/12" >"$dir/verify-s3.log" 2>&1 ||
   { cat "$dir/verify-s3.log"; fail "cairn verify of the store's checkpoint fails"; }
+# A save copied elsewhere, on the store or on disk, is complete there too: verify, inspect and
+# convert read it.
+aws s3 cp --recursive "$store/checkpoints/12" "$store/backup-12" >/dev/null 2>&1 || fail "awscli cannot copy checkpoint 12"
+cp -r "$dir/down/checkpoints/12" "$dir/backup-12"
+for copy in "$store/backup-12" "$dir/backup-12"; do
+  "$tool" verify "$copy" >"$dir/copy.log" 2>&1 || { cat "$dir/copy.log"; fail "the copy $copy does not verify"; }
+  "$tool" inspect "$copy" >"$dir/copy.log" 2>&1 || { cat "$dir/copy.log"; fail "the copy $copy cannot be inspected"; }
+  grep -q "^complete: yes" "$dir/copy.log" || { cat "$dir/copy.log"; fail "the copy $copy is not said complete"; }
+done
+"$tool" convert input.path="$store/backup-12" input.format=distributed output.path="$dir/sd-backup" \
+  output.format=state_dict >"$dir/copy.log" 2>&1 || { cat "$dir/copy.log"; fail "the copy on the store does not convert"; }
 aws s3 cp --recursive "$store/export/8" "$dir/dl/export/8" >/dev/null 2>&1 || fail "awscli cannot download export 8"
 "$tool" verify "$dir/dl/export/8" >"$dir/verify-export.log" 2>&1 ||
   { cat "$dir/verify-export.log"; fail "the downloaded export does not verify"; }
@@ -113,11 +133,12 @@ refused output.path input.path="$dir/sd-s3" input.format=state_dict output.path=
   output.format=state_dict
 # replace=true replaces what a conversion writes alone: never a Hugging Face directory, nor an
 # object of the output's own name; the remains of a failed conversion (no index) it does.
-aws s3 cp "$dir/dl/export/8/config.json" "$store/hf/config.json" >/dev/null 2>&1 || fail "awscli cannot upload"
+hf_config=$(find "$dir/dl/export/8" -name config.json | head -n 1)
+aws s3 cp "$hf_config" "$store/hf/config.json" >/dev/null 2>&1 || fail "awscli cannot upload"
 refused output.path input.path="$dir/sd-s3" input.format=state_dict output.path="$store/hf" output.format=state_dict \
   replace=true
 aws s3 ls "$store/hf/config.json" >/dev/null 2>&1 || fail "a refused replace=true removed config.json"
-aws s3 cp "$dir/dl/export/8/config.json" "$store/an-object" >/dev/null 2>&1 || fail "awscli cannot upload"
+aws s3 cp "$hf_config" "$store/an-object" >/dev/null 2>&1 || fail "awscli cannot upload"
 refused output.path input.path="$dir/sd-s3" input.format=state_dict output.path="$store/an-object" \
   output.format=state_dict replace=true
 aws s3 ls "$store/an-object" >/dev/null 2>&1 || fail "a refused conversion removed the object of its output's name"
@@ -149,7 +170,7 @@ kill -TERM $launcher
 wait $launcher
 stopped=$(sed -n 's/^.*stopped by a signal after iteration \([0-9]*\)$/\1/p' "$dir/term.log")
 [ -n "$stopped" ] || { cat "$dir/term.log"; fail "no preemption checkpoint after SIGTERM"; }
-aws s3 ls "$store/checkpoints/$stopped/complete.json" >/dev/null 2>&1 ||
+aws s3 ls --recursive "$store/checkpoints/$stopped/" 2>/dev/null | grep -q "/complete.json$" ||
   fail "the preemption checkpoint $stopped is not complete in the store"
 
 # kill -9 in the middle of a save: the torn save is never resumed from.

@@ -1,5 +1,6 @@
 // The S3 backend against a real S3-compatible server (s3rver) behind a proxy that checks every
 // request's Signature V4 and Content-MD5 and injects faults (tests/io/s3_server.sh starts both).
+#include <cairn/checkpoint/directory.hpp>
 #include <cairn/io/backend.hpp>
 #include <cairn/io/file.hpp>
 #include <cairn/io/s3.hpp>
@@ -18,6 +19,7 @@
 #include <span>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -396,12 +398,117 @@ TEST_CASE("the one-writer lock on an object store is a lease: held, refused, rel
       if (!reaped) ::waitpid(child, nullptr, 0);
     }
   }
+  SUBCASE("a lease recorded by a longer name is read whole: the second run is told its holder") {
+    std::string long_host(600, 'h');
+    record(long_host, ::getpid(), now);
+    auto expected = "in use by another run (host " + long_host;
+    CHECK_THROWS_WITH_AS(cairn::experiment_lock{dir}, doctest::Contains(expected.c_str()), cairn::training_error);
+  }
   SUBCASE("a holder whose lease another run took over commits nothing more") {
     cairn::experiment_lock held(dir);
     record("another-host", 1, now);
     CHECK_THROWS_WITH_AS(held.check(), doctest::Contains("this run's lock was taken over (host another-host"),
                          cairn::training_error);
   }
+}
+
+TEST_CASE("of two runs that take the lease at once, exactly one wins, the other names it, and nothing is left") {
+  // s3rver ignores If-None-Match: the lease is taken by a look, a write and reads until they
+  // agree. On a fast store and on a slow one (every request 0.3 s late).
+  for (auto const* slow : {"{}", R"({"latency": 0.3})"})
+    for (int trial = 0; trial < 2; ++trial) {
+      CAPTURE(slow);
+      CAPTURE(trial);
+      faults(slow);
+      std::string dir = "s3://" + env("CAIRN_TEST_S3_BUCKET") + "/" + fresh("raced");
+      int go[2], said[2];
+      REQUIRE(::pipe(go) == 0);
+      REQUIRE(::pipe(said) == 0);
+      std::vector<pid_t> runs;
+      for (int k = 0; k < 2; ++k) {
+        pid_t child = ::fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+          char start = 0;
+          if (::read(go[0], &start, 1) != 1) ::_exit(3);
+          std::string outcome;
+          try {
+            {
+              cairn::experiment_lock lock(dir);
+              outcome = "won " + std::to_string(::getpid()) + "\n";
+              (void)!::write(said[1], outcome.data(), outcome.size());
+              std::this_thread::sleep_for(std::chrono::seconds(3)); // held while the other decides
+              lock.check();
+            } // released
+            ::_exit(0);
+          } catch (std::exception const& e) {
+            outcome = std::string("refused ") + e.what();
+            for (auto& c : outcome)
+              if (c == '\n') c = ' ';
+            outcome += "\n";
+            (void)!::write(said[1], outcome.data(), outcome.size());
+            ::_exit(1);
+          }
+        }
+        runs.push_back(child);
+      }
+      ::close(said[1]);
+      REQUIRE(::write(go[1], "xx", 2) == 2); // both at once
+      ::close(go[1]);
+      std::string outcomes;
+      char buffer[4096];
+      for (ssize_t n; (n = ::read(said[0], buffer, sizeof buffer)) > 0;)
+        outcomes.append(buffer, static_cast<std::size_t>(n));
+      ::close(said[0]);
+      ::close(go[0]);
+      int won = 0;
+      for (auto child : runs) {
+        int status = 0;
+        ::waitpid(child, &status, 0);
+        won += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      }
+      INFO(outcomes);
+      REQUIRE(won == 1);
+      auto winner = outcomes.substr(outcomes.find("won ") + 4);
+      winner = winner.substr(0, winner.find('\n'));
+      CHECK(outcomes.find("refused " + dir + ": in use by another run (host ") != std::string::npos);
+      CHECK(outcomes.find(", pid " + winner + ",") != std::string::npos); // the winner, named
+      auto s3 = backend();
+      CHECK_FALSE(s3->size(dir.substr(dir.find('/', 5) + 1) + "/.cairn.lock")); // released, nothing stale
+    }
+  faults("{}");
+}
+
+TEST_CASE("leftovers under a directory of saves on a store are cleaned or skipped, never renamed") {
+  faults("{}");
+  auto s3 = backend();
+  auto root = fresh("experiment") + "/checkpoints";
+  auto url = "s3://" + env("CAIRN_TEST_S3_BUCKET") + "/" + root;
+  cairn::save_directory dir(url);
+  auto staged = dir.begin(2);
+  s3->write(root + "/2/" + staged.filename().string() + "/rank_0.safetensors", bytes_of("a save"));
+  dir.commit(2);
+  // Strays of a POSIX experiment copied here: a save set aside by a replacement (whose own save
+  // is gone), a staging directory, and one set aside beside a complete save.
+  s3->write(root + "/.replaced-3/complete.json", bytes_of(R"({"iteration": 3, "files": {}})"));
+  s3->write(root + "/.replaced-3/rank_0.safetensors", bytes_of("x"));
+  s3->write(root + "/.partial-4/rank_0.safetensors", bytes_of("x"));
+  s3->write(root + "/.replaced-2/complete.json", bytes_of(R"({"iteration": 2, "files": {}})"));
+  // And a generation torn by a crash, of a writer older than this one.
+  s3->write(root + "/5/" + cairn::save_generation{1, "abcdef01", 1}.name() + "/rank_0.safetensors", bytes_of("x"));
+  auto said = dir.clean();
+  std::string all;
+  for (auto const& line : said) all += line + "\n";
+  INFO(all);
+  CHECK(all.find("left " + url + "/.replaced-3 alone") != std::string::npos);
+  CHECK(all.find("removed " + url + "/.partial-4") != std::string::npos);
+  CHECK(all.find("removed " + url + "/.replaced-2") != std::string::npos);
+  CHECK(all.find("removed " + url + "/5/gen-1-abcdef01-1: it has no completion marker") != std::string::npos);
+  CHECK(s3->size(root + "/.replaced-3/rank_0.safetensors")); // never deleted
+  CHECK_FALSE(s3->size(root + "/.partial-4/rank_0.safetensors"));
+  CHECK(dir.complete() == std::vector<std::int64_t>{2});
+  CHECK_FALSE(dir.problem(2));
+  CHECK(dir.clean().size() == 1); // the stray set aside, said again; nothing else
 }
 
 TEST_CASE("the AWS command-line tool reads what cairn wrote, and cairn reads what it wrote") {

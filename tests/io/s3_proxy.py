@@ -14,10 +14,13 @@ asks it to:
   `fail_match` answered `fail_status` with `fail_code`), `fail_count` (at most that many),
   `reset_after` (bytes of a request body after which its connection is dropped, once per
   `reset_count`), `corrupt_count` (request bodies of that many UploadParts altered before they
-  are checked), `page_size` (listings answered in pages of that many entries: s3rver itself
-  fails every listing it would truncate), `lose_match` and `lose_count` (that many requests of
+  are checked), `page_size` (listings answered in pages of that many entries, 1000 by default:
+  every listing is computed by the proxy, see `listing`), `lose_match` and `lose_count` (that many requests of
   that operation done by the server, then their connection dropped unanswered: an answer lost
-  on the way back);
+  on the way back), `latency` (seconds every request waits before it is forwarded: a slow
+  store), `hold_match` and `hold_key` (the first request of that operation whose path and query,
+  decoded, match that regular expression, after `hold_skip` of them, waits unforwarded until
+  POST /__proxy/release: its sender frozen just before sending it);
 - counters at GET /__proxy/stats: requests by operation, signature and digest failures, the most
   part uploads in flight at once, body bytes answered to ranged GETs.
 
@@ -30,11 +33,14 @@ import base64
 import http.client
 import http.server
 import json
+import re
 import socket
 import sys
 import threading
+import time
 import urllib.parse
 import xml.etree.ElementTree as ET
+from xml.sax.saxutils import escape
 
 ACCESS, SECRET = sys.argv[3], sys.argv[4]
 UPSTREAM = ("127.0.0.1", int(sys.argv[2]))
@@ -42,7 +48,9 @@ UPSTREAM = ("127.0.0.1", int(sys.argv[2]))
 lock = threading.Lock()
 faults = {}
 stats = {"requests": {}, "bad_signatures": 0, "bad_digests": 0, "parts_in_flight_max": 0,
-         "ranged_bytes": 0, "aborted": 0, "injected": 0, "resets": 0, "corrupted": 0, "lost": 0}
+         "ranged_bytes": 0, "aborted": 0, "injected": 0, "resets": 0, "corrupted": 0, "lost": 0,
+         "held": 0, "released": 0}
+released = threading.Event()
 parts_in_flight = 0
 aborted_uploads = set()
 matched = {}
@@ -162,6 +170,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if body is None:
             return
         with lock:
+            latency = faults.get("latency", 0)
+            hold = False
+            target = urllib.parse.unquote(parsed.path) + "?" + urllib.parse.unquote(parsed.query)
+            if faults.get("hold_match") == op and re.search(faults.get("hold_key", ""), target):
+                if faults.get("hold_skip", 0) > 0:
+                    faults["hold_skip"] -= 1
+                elif not faults.get("held_once"):
+                    faults["held_once"] = True
+                    hold = True
+                    stats["held"] += 1
+        if latency:
+            time.sleep(latency)
+        if hold:
+            released.wait(600)
+            with lock:
+                stats["held"] -= 1
+                stats["released"] += 1
+        with lock:
             if faults.get("corrupt_count", 0) > 0 and op == "UploadPart" and body:
                 faults["corrupt_count"] -= 1
                 stats["corrupted"] += 1
@@ -205,8 +231,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with lock:
                 parts_in_flight += 1
                 stats["parts_in_flight_max"] = max(stats["parts_in_flight_max"], parts_in_flight)
-        if op == "LIST" and faults.get("page_size"):
-            return self.paged_list(parsed, query, faults["page_size"])
+        if op == "LIST" and query.get("list-type") == ["2"]:
+            return self.listing(parsed, query, faults.get("page_size", 1000))
         try:
             upstream = http.client.HTTPConnection(*UPSTREAM)
             upstream.request(self.command, self.path, body=body, headers=self.upstream_headers(len(body)))
@@ -240,11 +266,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def paged_list(self, parsed, query, page_size):
-        # s3rver fails every listing it would truncate: the proxy asks it for the whole listing
-        # and answers it in pages of `page_size` entries, as S3 does with max-keys.
+    def listing(self, parsed, query, page_size):
+        # Every listing is computed here from s3rver's whole, undelimited one, as S3 defines it:
+        # s3rver fails every listing it would truncate (so pages of `page_size` entries, as S3 gives
+        # them with max-keys, are made here), and with a delimiter it leaves out the common prefix
+        # of keys nested two levels or more below the prefix (its walk of its directories prunes
+        # them before it reaches a key: lib/stores/filesystem.js, listObjects).
         token = query.pop("continuation-token", [""])[0]
         query.pop("max-keys", None)
+        delimiter = query.pop("delimiter", [""])[0]
+        prefix = query.get("prefix", [""])[0]
         path = parsed.path + "?" + urllib.parse.urlencode({k: v[0] for k, v in query.items()})
         upstream = http.client.HTTPConnection(*UPSTREAM)
         upstream.request("GET", path, headers=self.upstream_headers(0))
@@ -253,28 +284,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
         upstream.close()
         if reply.status != 200:
             return self.answer(reply.status, data)
-        namespace = {"s3": "http://doc.s3.amazonaws.com/2006-03-01/"}
-        root = ET.fromstring(data)
         strip = lambda tag: tag.split("}", 1)[-1]
-        entries = []
-        for element in root:
-            if strip(element.tag) == "Contents":
-                entries.append((element.find("s3:Key", namespace).text if element.find("s3:Key", namespace) is not None
-                                else element.find("Key").text, ET.tostring(element).decode()))
-            elif strip(element.tag) == "CommonPrefixes":
-                found = element.find("s3:Prefix", namespace)
-                entries.append(((found if found is not None else element.find("Prefix")).text,
-                                ET.tostring(element).decode()))
+        entries, common = [], set()
+        for element in ET.fromstring(data):
+            if strip(element.tag) != "Contents":
+                continue
+            fields = {strip(child.tag): child.text or "" for child in element}
+            key = fields["Key"]
+            rest = key[len(prefix):]
+            if delimiter and delimiter in rest:
+                common.add(prefix + rest[:rest.index(delimiter) + len(delimiter)])
+                continue
+            entries.append((key, "<Contents>%s</Contents>" % "".join(
+                "<%s>%s</%s>" % (name, escape(fields[name]), name)
+                for name in ("Key", "LastModified", "ETag", "Size", "StorageClass") if name in fields)))
+        entries += [(p, "<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % escape(p)) for p in common]
         entries.sort()
         after = base64.b64decode(token).decode() if token else None
         rest = [entry for entry in entries if after is None or entry[0] > after]
         page, more = rest[:page_size], len(rest) > page_size
         body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult>"
+        body += "<Prefix>%s</Prefix>" % escape(prefix)
+        if delimiter:
+            body += "<Delimiter>%s</Delimiter>" % escape(delimiter)
+        body += "<KeyCount>%d</KeyCount>" % len(page)
         body += "<IsTruncated>%s</IsTruncated>" % ("true" if more else "false")
         if more:
             body += "<NextContinuationToken>%s</NextContinuationToken>" % base64.b64encode(page[-1][0].encode()).decode()
-        body += "".join(text.replace("ns0:", "").replace(' xmlns:ns0="http://doc.s3.amazonaws.com/2006-03-01/"', "")
-                        for _, text in page)
+        body += "".join(text for _, text in page)
         body += "</ListBucketResult>"
         return self.answer(200, body.encode(), [("Content-Type", "application/xml")])
 
@@ -289,17 +326,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with lock:
                 body = json.dumps(stats).encode()
             return self.answer(200, body, [("Content-Type", "application/json")])
+        if path == "/__proxy/release":
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            released.set()
+            return self.answer(200)
         if path == "/__proxy/faults":
             length = int(self.headers.get("Content-Length", "0"))
             new = json.loads(self.rfile.read(length) or b"{}")
+            released.set()  # whatever an earlier test held goes on
             with lock:
+                released.clear()
                 faults.clear()
                 faults.update(new)
                 matched.clear()
                 for key in ("requests",):
                     stats[key] = {}
                 for key in stats:
-                    if key != "requests":
+                    if key not in ("requests", "held"):
                         stats[key] = 0
             return self.answer(200)
         return self.answer(404)

@@ -10,9 +10,15 @@
 //
 // A save is written under .partial-<iteration>, then renamed to <iteration>, then its marker is
 // written and fsynced. A crash at any instant leaves the earlier saves as they were, and at most
-// a leftover that `clean()` removes: nothing without a marker is ever taken for complete. On a
-// store without rename (an object store, `s3://…`), a save is written under <iteration>/ itself
-// and is complete once its marker, written last after every file is confirmed, is there.
+// a leftover that `clean()` removes: nothing without a marker is ever taken for complete.
+//
+// On a store without rename (an object store, `s3://…`), a save is written under a generation of
+// its own, <iteration>/gen-<since>-<writer>-<n>/, named by its writer (the run holding the
+// experiment's lease since `since`), and is complete once its marker, written last after every
+// file is confirmed, is there. The save at <iteration> is its newest complete generation. No
+// object another writer wrote is ever written again: a run that lost its lease while frozen and
+// finishes its commit late writes only where it alone writes, and a run removes only the
+// generations of writers older than itself (its own included), never a newer one's.
 
 #include <cairn/detail/decl.hpp>
 #include <cairn/io/backend.hpp>
@@ -22,8 +28,10 @@
 #include <boost/json/value.hpp>
 
 #include <charconv>
+#include <compare>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +39,27 @@
 #include <vector>
 
 namespace cairn {
+
+/// The name of a save's generation on a store without rename: its writer's `since` (when it
+/// took the experiment, unix milliseconds), the writer's random name, and the writer's count of
+/// saves. Generations order by those three: a writer that took the experiment later is newer.
+struct save_generation {
+  std::int64_t since = 0;
+  std::string writer;
+  std::int64_t number = 0;
+
+  /// `gen-<since>-<writer>-<number>`.
+  [[nodiscard]] CAIRN_DECL std::string name() const;
+  /// The generation a folder named `name` is, when it is one.
+  [[nodiscard]] CAIRN_DECL static std::optional<save_generation> parse(std::string_view name);
+  friend auto operator<=>(save_generation const&, save_generation const&) = default;
+};
+
+/// The folder that holds the save at `path`: `path` itself when it holds a completion marker, or,
+/// where it holds generations, its newest generation that holds one (`path` when none does).
+/// Every reader of a save given by a user's path resolves it first. A store that cannot be asked
+/// throws.
+CAIRN_DECL std::filesystem::path resolve_save(std::filesystem::path const& path);
 
 namespace detail {
 
@@ -57,6 +86,12 @@ CAIRN_DECL std::vector<io::listed_entry> folder_entries(std::filesystem::path co
 /// The JSON file or object `file` (at most `limit` bytes), read through its storage backend.
 CAIRN_DECL boost::json::value read_json(std::filesystem::path const& file, std::size_t limit);
 
+/// Why the save in `folder` is not complete and sound, or nothing when it is: its marker must
+/// parse, record `iteration` when given (and an integer in any case), and list every file there
+/// with its size and the checksum of its header. A store that does not answer throws.
+CAIRN_DECL std::optional<std::string> save_problem(std::filesystem::path const& folder,
+                                                   std::optional<std::int64_t> iteration);
+
 } // namespace detail
 
 /// The file whose presence makes a save complete.
@@ -77,20 +112,25 @@ struct experiment_layout {
 class save_directory {
 public:
   /// The saves under `root`, a directory or an object store's prefix (`s3://bucket/prefix`).
-  explicit save_directory(std::filesystem::path root)
-      : root_(std::move(root)), storage_(io::open_location(root_.string())) {}
+  CAIRN_DECL explicit save_directory(std::filesystem::path root);
 
   [[nodiscard]] std::filesystem::path const& root() const noexcept { return root_; }
+  /// The save at `iteration`, as users name it: `<root>/<iteration>`.
   [[nodiscard]] std::filesystem::path path(std::int64_t iteration) const { return root_ / std::to_string(iteration); }
-  /// Where the save at `iteration` is written: a staging directory renamed into place, or, on a
-  /// store without rename, its own place (complete once its marker is there).
-  [[nodiscard]] std::filesystem::path staging(std::int64_t iteration) const {
-    if (!renames()) return path(iteration);
-    return root_ / (".partial-" + std::to_string(iteration));
-  }
+  /// The folder holding the save at `iteration`: `path(iteration)`, or on a store without rename
+  /// its newest complete generation (see resolve_save).
+  [[nodiscard]] std::filesystem::path resolved(std::int64_t iteration) const { return resolve_save(path(iteration)); }
+  /// Where the save at `iteration` is being written: what `begin` returned, else with rename its
+  /// staging directory `.partial-<iteration>`, and on a store nothing (an empty path).
+  [[nodiscard]] CAIRN_DECL std::filesystem::path staging(std::int64_t iteration) const;
   [[nodiscard]] std::filesystem::path replaced(std::int64_t iteration) const {
     return root_ / (".replaced-" + std::to_string(iteration));
   }
+
+  /// Names the writer of the saves this object begins on a store without rename: when it took
+  /// the experiment (unix milliseconds; a run that took it later writes newer generations) and
+  /// its random name. By default, the time this object was made and a name of its own.
+  CAIRN_DECL void set_writer(std::int64_t since, std::string writer);
 
   /// The iterations of the saves holding a marker, ascending.
   [[nodiscard]] CAIRN_DECL std::vector<std::int64_t> complete() const;
@@ -105,28 +145,36 @@ public:
   /// this one's). The checksums of the contents are checked by loading or by `cairn verify`.
   [[nodiscard]] CAIRN_DECL std::optional<std::string> problem(std::int64_t iteration) const;
 
-  /// Removes what interrupted saves left: staging directories and saves without a marker. A
-  /// complete save that was being replaced is put back when its replacement did not finish.
-  /// Returns what was removed or restored, for the caller to report.
+  /// Removes what interrupted saves left: staging directories and saves without a marker (on a
+  /// store, generations without one, of this writer or older ones). A complete save that was
+  /// being replaced is put back when its replacement did not finish (with rename). Returns what
+  /// was removed, restored or left alone, for the caller to report.
   CAIRN_DECL std::vector<std::string> clean();
 
-  /// An empty staging directory for the save at `iteration`, replacing a stale one.
+  /// An empty place to write the save at `iteration` and where it is: a staging directory
+  /// (replacing a stale one), or on a store without rename a new generation of this writer's.
   CAIRN_DECL std::filesystem::path begin(std::int64_t iteration);
 
-  /// Makes the staged save at `iteration` complete: fsyncs the staging directory, renames it to
-  /// its final name (a complete save already there is set aside until the new one is complete),
-  /// and writes the marker, listing every file with its size and a checksum of its header, plus
-  /// `info`. Every file must
-  /// already be durable (cairn's writers fsync each file before naming it).
-  CAIRN_DECL void commit(std::int64_t iteration, boost::json::object info = {});
+  /// Makes the save begun at `iteration` complete and returns where it is. With rename: fsyncs
+  /// the staging directory, renames it to its final name (a complete save already there is set
+  /// aside until the new one is complete), and writes the marker. On a store: writes the marker
+  /// into the generation, then removes the older generations of that iteration this writer may
+  /// remove. The marker lists every file with its size and a checksum of its header, plus
+  /// `info`. Every file must already be durable (cairn's writers fsync each file before naming it).
+  CAIRN_DECL std::filesystem::path commit(std::int64_t iteration, boost::json::object info = {});
+
+  /// Forgets the save begun at `iteration` and removes what it wrote, as well as it can.
+  CAIRN_DECL void abandon(std::int64_t iteration);
 
   /// Whether the save at `iteration` holds finite values only, as its marker says: a marker
   /// with `"finite": false` (the manager's, for a state holding NaN or infinity), or one that
-  /// cannot be read, says no.
+  /// does not parse, says no. A marker that cannot be read (a store that does not answer, a
+  /// save removed meanwhile) is an error, never "not finite".
   [[nodiscard]] CAIRN_DECL bool finite(std::int64_t iteration) const;
 
   /// Removes the save at `iteration`: its marker first (durably), so that a crash midway
-  /// leaves a save that is plainly incomplete, then everything else.
+  /// leaves a save that is plainly incomplete, then everything else. On a store, only the
+  /// generations of this writer or older ones: a newer writer's stay.
   CAIRN_DECL void remove(std::int64_t iteration);
 
   /// The iteration a directory named `name` holds, when `name` is one (decimal digits, no sign,
@@ -147,8 +195,24 @@ private:
   /// The key of `path` (a save or a file of one) in this directory's storage.
   [[nodiscard]] CAIRN_DECL std::string key_of(std::filesystem::path const& path) const;
 
+  /// Whether this writer may remove `generation`: its own, or an older writer's.
+  [[nodiscard]] bool may_remove(save_generation const& generation) const {
+    return generation.since < since_ || (generation.since == since_ && generation.writer == writer_);
+  }
+
+  /// Removes the save in `folder` (a generation, or a save with rename), marker first.
+  CAIRN_DECL void remove_folder(std::filesystem::path const& folder);
+
+  /// On a store: removes what is directly in the save folder `dir` beside its generations (the
+  /// files of a save written before generations), marker first; its generations stay.
+  CAIRN_DECL void remove_flat_files(std::filesystem::path const& dir);
+
   std::filesystem::path root_;
   io::storage_location storage_;
+  std::int64_t since_ = 0;
+  std::string writer_;
+  std::int64_t begun_ = 0;                               ///< saves begun by this writer
+  std::map<std::int64_t, std::filesystem::path> staged_; ///< where each save begun is written
 };
 
 namespace detail {
@@ -161,8 +225,10 @@ struct save_completeness {
 } // namespace detail
 
 /// The completeness of `path` as a save: whether it is one (a directory named by an iteration
-/// under an experiment's `checkpoints/` or `export/`, or any directory holding a completion
-/// marker: `.is_save`) and, when it is, why it is not complete and sound (`.problem`).
+/// under an experiment's `checkpoints/` or `export/`, a generation of one, or any directory
+/// holding a completion marker, wherever it lies: a save copied elsewhere is one: `.is_save`)
+/// and, when it is, why it is not complete and sound (`.problem`). A save named by an iteration
+/// (or a generation of one) must record that iteration; one under another name, its own.
 CAIRN_DECL detail::save_completeness save_status(std::filesystem::path const& path);
 
 } // namespace cairn

@@ -4,10 +4,12 @@
 
 #include <cairn/detail/decl.hpp>
 #include <cairn/error.hpp>
+#include <cairn/io/backend.hpp>
 #include <cairn/io/error.hpp>
 #include <cairn/io/file.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -53,14 +55,26 @@ public:
   /// took over after this one stopped refreshing it); nothing to check for an operating-system lock.
   CAIRN_DECL void check() const;
 
+  /// When this holder took the experiment (unix milliseconds, read when it won the lock): a run
+  /// that takes a lease over does so at least `lease_expiry` seconds after the last renewal that
+  /// its previous holder recorded, so its `since` is later than that holder's, whatever their
+  /// clocks. Names the generations of the saves it writes on a store (save_directory::set_writer).
+  [[nodiscard]] std::int64_t since() const noexcept { return since_; }
+  /// A random name of this holder's (8 hexadecimal digits), for the same.
+  [[nodiscard]] std::string const& holder_name() const noexcept { return name_; }
+
 private:
   /// What the holder recorded, or why it cannot be read.
   CAIRN_DECL std::string holder() const;
   CAIRN_DECL void take_lease(std::filesystem::path const& dir);
   CAIRN_DECL std::string lease_record() const;
+  /// Starts the thread that renews the lease at `where`, last written at `written`.
+  CAIRN_DECL void start_keeper(io::storage_location const& where, std::chrono::steady_clock::time_point written);
 
   std::filesystem::path path_;
   io::unique_fd fd_;
+  std::int64_t since_ = 0;
+  std::string name_;
   // A lease's:
   std::string token_;
   std::unique_ptr<detail::lease_keeper> keeper_;

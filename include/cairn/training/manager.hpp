@@ -11,6 +11,7 @@
 #include <cairn/checkpoint/weight_rule.hpp>
 #include <cairn/detail/decl.hpp>
 #include <cairn/diagnostics.hpp>
+#include <cairn/training/background_tasks.hpp>
 #include <cairn/training/background_writer.hpp>
 #include <cairn/training/callback.hpp>
 #include <cairn/training/local_tier.hpp>
@@ -176,22 +177,31 @@ private:
   /// The local save in flight, written on every rank: each node's leader commits its part.
   CAIRN_DECL void commit_local(background_writer::write& write);
 
-  /// Rank 0 prepares an empty staging directory; every rank learns whether it could.
-  CAIRN_DECL void stage(save_directory& dir, std::int64_t iteration);
+  /// Rank 0 prepares an empty place for the save at `iteration`; every rank learns where it is,
+  /// or that it could not.
+  CAIRN_DECL std::filesystem::path stage(save_directory& dir, std::int64_t iteration);
 
   /// Rank 0 takes the experiment directory, once: before it resumes, checks or saves anything.
+  /// The saves it writes on a store are named by the lock's holder from then on.
   void lock() {
-    if (!lock_ && !experiment_dir_.empty()) lock_.emplace(experiment_dir_);
+    if (lock_ || experiment_dir_.empty()) return;
+    lock_.emplace(experiment_dir_);
+    checkpoints_.set_writer(lock_->since(), lock_->holder_name());
+    exports_.set_writer(lock_->since(), lock_->holder_name());
   }
 
   /// Rank 0 removes what a failed save left, as well as it can.
   CAIRN_DECL void abandon(save_directory& dir, std::int64_t iteration);
 
-  /// Every rank has written its part: rank 0 makes the save complete, applies retention and
-  /// starts the callback.
+  /// Every rank has written its part: rank 0 makes the save complete, starts the callback and
+  /// queues retention on the background thread.
   CAIRN_DECL void commit(save_directory& dir, checkpoint_base_config const& schedule, std::int64_t iteration,
                          char const* kind, std::uint64_t bytes, clock::time_point started, std::optional<double> paused,
                          bool finite);
+
+  /// Retention after a commit at `iteration`, on rank 0's background thread: `schedule`'s rule
+  /// over the complete saves of `dir`, never deleting the newest finite one.
+  CAIRN_DECL void retain(save_directory& dir, checkpoint_base_config const& schedule, std::int64_t iteration);
 
   /// Whether every rank's `state` is finite (no NaN, no infinity). Collective.
   [[nodiscard]] CAIRN_DECL bool all_finite(model_state const& state);
@@ -227,6 +237,7 @@ private:
   bool pending_local_ = false;     // the save in flight is a local one
   bool pending_promotion_ = false; // … and the persistent checkpoint of its iteration too
   std::optional<std::int64_t> last_local_;
+  background_tasks housekeeping_; // rank 0's retention: first to go, before the directories it works on
 };
 
 namespace detail {

@@ -64,7 +64,7 @@ plan_start(Program& cfg, Model Program::*model,
         throw checkpoint_error(checkpoint_errc::needs_converter,
                                "pretrained.format is external: plan_start needs the model's converter");
       auto as_stored = cfg;
-      as_stored.*model = external_model(pretrained.path);
+      as_stored.*model = external_model(resolve_save(pretrained.path));
       stored = to_json(as_stored);
     } else {
       stored = read_stored_metadata(pretrained.path, pretrained.format).config;

@@ -425,7 +425,9 @@ struct conversion_writer {
 
 } // namespace detail
 
-CAIRN_DECL std::string convert_checkpoint(convert_config const& requested) {
+CAIRN_DECL std::string convert_checkpoint(convert_config const& given) {
+  auto requested = given;
+  requested.input.path = resolve_save(given.input.path); // a save on a store: its newest complete generation
   detail::refuse_overlap(requested.input.path, requested.output.path);
   detail::refuse_incomplete_save(requested.input.path);
   if (requested.output.format == checkpoint_format::external)

@@ -5,6 +5,7 @@
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/config/detail/pretty.hpp>
 #include <cairn/config/json.hpp>
+#include <cairn/detail/json_feed.hpp>
 #include <cairn/io/backend.hpp>
 #include <cairn/io/checksum.hpp>
 #include <cairn/io/file.hpp>
@@ -14,9 +15,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -86,75 +91,41 @@ CAIRN_DECL std::vector<io::listed_entry> folder_entries(std::filesystem::path co
 }
 
 CAIRN_DECL boost::json::value read_json(std::filesystem::path const& file, std::size_t limit) {
+  // Parsed as it is read, piece by piece, within json_limits: never held whole.
   if (!io::is_object_store_path(file.string())) return read_json_file(file, limit);
   auto where = io::open_location(file.string());
-  return parse_json(where.backend->read_all(where.key, limit), file.string());
+  json_feed feed;
+  where.backend->read_pieces(where.key, limit, [&](std::string_view piece) { return feed.feed(piece); });
+  return finish_json(feed, file.string());
 }
 
-} // namespace cairn::detail
-
-namespace cairn {
-
-CAIRN_DECL bool save_directory::exists(std::filesystem::path const& path) const { return detail::present(path); }
-
-CAIRN_DECL std::string save_directory::key_of(std::filesystem::path const& path) const {
-  return io::open_location(path.string()).key;
-}
-
-CAIRN_DECL std::vector<std::int64_t> save_directory::complete() const {
-  std::vector<std::int64_t> out;
-  for (auto const& [iteration, dir] : numbered(""))
-    if (exists(dir / completion_marker)) out.push_back(iteration);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-CAIRN_DECL std::vector<std::filesystem::path> save_directory::misnamed() const {
-  std::vector<std::filesystem::path> out;
-  for (auto const& entry : storage_.backend->list(storage_.key)) {
-    if (entry.link || !entry.directory || entry.name.starts_with(".") || iteration_of(entry.name)) continue;
-    if (exists(root_ / entry.name / completion_marker)) out.push_back(root_ / entry.name);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-CAIRN_DECL std::optional<std::string> save_directory::problem(std::int64_t iteration) const {
-  auto dir = path(iteration);
-  auto marker = dir / completion_marker;
+CAIRN_DECL std::optional<std::string> save_problem(std::filesystem::path const& folder,
+                                                   std::optional<std::int64_t> iteration) {
+  auto marker = folder / completion_marker;
   try {
-    if (!exists(marker)) return "no completion marker: the save did not finish";
-    auto document = detail::read_json(marker, max_config_file_size);
+    if (!present(marker)) return "no completion marker: the save did not finish";
+    auto document = read_json(marker, max_config_file_size);
     auto const* files = document.is_object() ? document.as_object().if_contains("files") : nullptr;
     if (!files || !files->is_object()) return marker.string() + ": no \"files\" object";
     auto const* recorded = document.as_object().if_contains("iteration");
     if (recorded && !recorded->is_int64())
-      return marker.string() + ": \"iteration\" is " + detail::compact(*recorded) + ", not an integer";
-    if (recorded && recorded->as_int64() != iteration)
-      return marker.string() + ": the save of another iteration (" + detail::compact(*recorded) + ")";
+      return marker.string() + ": \"iteration\" is " + compact(*recorded) + ", not an integer";
+    if (recorded && iteration && recorded->as_int64() != *iteration)
+      return marker.string() + ": the save of another iteration (" + compact(*recorded) + ")";
     for (auto const& [name, entry] : files->as_object()) {
-      auto file = dir / std::string(name);
+      auto file = folder / std::string(name);
       // {"size": n, "xxh3": "…"}; markers written before header checksums hold the size alone.
       auto const* size = entry.is_object() ? entry.as_object().if_contains("size") : &entry;
       auto const* hash = entry.is_object() ? entry.as_object().if_contains("xxh3") : nullptr;
       if (name.empty() || std::string_view(name).find('/') != std::string_view::npos || !size || !size->is_int64() ||
           (entry.is_object() && (!hash || !hash->is_string())))
         return marker.string() + ": malformed entry '" + std::string(name) + "'";
-      auto where = io::open_location(file.string());
-      std::optional<std::uint64_t> actual;
-      try {
-        actual = where.backend->size(where.key);
-      } catch (io::io_error const&) {
-        if (where.backend->guarantees().directories)
-          actual.reset(); // not a regular file: as missing
-        else
-          throw;
-      }
+      auto actual = stored_size(file);
       if (!actual) return file.string() + ": listed by the marker but missing";
       if (static_cast<std::int64_t>(*actual) != size->as_int64())
         return file.string() + ": " + std::to_string(*actual) + " bytes, the marker says " +
                std::to_string(size->as_int64());
-      if (hash && detail::identity_checksum(file) != std::string_view(hash->as_string()))
+      if (hash && identity_checksum(file) != std::string_view(hash->as_string()))
         return file.string() + ": its header differs from the one the marker recorded (a file of another save "
                                "or rank?)";
     }
@@ -166,14 +137,137 @@ CAIRN_DECL std::optional<std::string> save_directory::problem(std::int64_t itera
   return std::nullopt;
 }
 
+/// A save folder's generations, newest first.
+inline std::vector<save_generation> generations_in(std::vector<io::listed_entry> const& entries) {
+  std::vector<save_generation> out;
+  for (auto const& entry : entries)
+    if (entry.directory && !entry.link)
+      if (auto generation = save_generation::parse(entry.name)) out.push_back(std::move(*generation));
+  std::sort(out.begin(), out.end(), std::greater<>());
+  return out;
+}
+
+/// What is directly in the folder `path` (nothing when it is no folder: a file, or nothing there).
+inline std::vector<io::listed_entry> entries_of(std::filesystem::path const& path) {
+  auto where = io::open_location(path.string());
+  try {
+    return where.backend->list(where.key);
+  } catch (io::io_error const&) {
+    if (where.backend->guarantees().directories) return {}; // not a directory
+    throw;                                                  // an unreachable store is never "nothing there"
+  }
+}
+
+/// 8 random hexadecimal digits: a writer's name.
+inline std::string random_writer_name() {
+  std::random_device random;
+  char text[16];
+  std::snprintf(text, sizeof text, "%08x", static_cast<unsigned>(random()));
+  return text;
+}
+
+inline std::int64_t unix_milliseconds() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+} // namespace cairn::detail
+
+namespace cairn {
+
+CAIRN_DECL std::string save_generation::name() const {
+  return "gen-" + std::to_string(since) + "-" + writer + "-" + std::to_string(number);
+}
+
+CAIRN_DECL std::optional<save_generation> save_generation::parse(std::string_view name) {
+  // gen-<digits>-<lowercase hex>-<digits>
+  if (!name.starts_with("gen-")) return std::nullopt;
+  name.remove_prefix(4);
+  auto first = name.find('-'), last = name.rfind('-');
+  if (first == std::string_view::npos || first == last) return std::nullopt;
+  save_generation out;
+  auto number = [](std::string_view text, std::int64_t& value) {
+    auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return status == std::errc() && end == text.data() + text.size() && !text.empty() && value >= 0 &&
+           std::to_string(value) == text;
+  };
+  auto writer = name.substr(first + 1, last - first - 1);
+  if (!number(name.substr(0, first), out.since) || !number(name.substr(last + 1), out.number) || writer.empty() ||
+      writer.size() > 64 || writer.find_first_not_of("0123456789abcdef") != std::string_view::npos)
+    return std::nullopt;
+  out.writer = writer;
+  return out;
+}
+
+CAIRN_DECL std::filesystem::path resolve_save(std::filesystem::path const& path) {
+  // A save with its marker in place (what rename commits; a generation never holds generations).
+  if (detail::present(path / completion_marker)) return path;
+  for (auto const& generation : detail::generations_in(detail::entries_of(path))) {
+    auto folder = path / generation.name();
+    if (detail::present(folder / completion_marker)) return folder;
+  }
+  return path;
+}
+
+CAIRN_DECL save_directory::save_directory(std::filesystem::path root)
+    : root_(std::move(root)), storage_(io::open_location(root_.string())), since_(detail::unix_milliseconds()),
+      writer_(detail::random_writer_name()) {}
+
+CAIRN_DECL void save_directory::set_writer(std::int64_t since, std::string writer) {
+  since_ = since;
+  writer_ = std::move(writer);
+}
+
+CAIRN_DECL bool save_directory::exists(std::filesystem::path const& path) const { return detail::present(path); }
+
+CAIRN_DECL std::string save_directory::key_of(std::filesystem::path const& path) const {
+  return io::open_location(path.string()).key;
+}
+
+CAIRN_DECL std::filesystem::path save_directory::staging(std::int64_t iteration) const {
+  if (auto it = staged_.find(iteration); it != staged_.end()) return it->second;
+  if (!renames()) return {}; // nothing begun: a generation is named when begun
+  return root_ / (".partial-" + std::to_string(iteration));
+}
+
+CAIRN_DECL std::vector<std::int64_t> save_directory::complete() const {
+  std::vector<std::int64_t> out;
+  for (auto const& [iteration, dir] : numbered(""))
+    if (exists(resolve_save(dir) / completion_marker)) out.push_back(iteration);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+CAIRN_DECL std::vector<std::filesystem::path> save_directory::misnamed() const {
+  std::vector<std::filesystem::path> out;
+  for (auto const& entry : storage_.backend->list(storage_.key)) {
+    if (entry.link || !entry.directory || entry.name.starts_with(".") || iteration_of(entry.name)) continue;
+    if (exists(resolve_save(root_ / entry.name) / completion_marker)) out.push_back(root_ / entry.name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+CAIRN_DECL std::optional<std::string> save_directory::problem(std::int64_t iteration) const {
+  return detail::save_problem(resolved(iteration), iteration);
+}
+
 CAIRN_DECL std::vector<std::string> save_directory::clean() {
   std::vector<std::string> report;
   auto remove = [&](std::filesystem::path const& dir) { storage_.backend->remove_tree(key_of(dir)); };
   for (auto const& [iteration, dir] : numbered(".replaced-")) {
-    if (!exists(path(iteration) / completion_marker) && exists(dir / completion_marker)) {
+    bool restore = !exists(resolve_save(path(iteration)) / completion_marker) && exists(dir / completion_marker);
+    if (restore && renames()) {
       remove(path(iteration));
       io::rename_path(dir, path(iteration));
       report.push_back("restored " + path(iteration).string() + ": its replacement did not finish");
+    } else if (restore) {
+      // Cannot be renamed back on a store (left by a copy of a POSIX experiment?): never a save of
+      // this directory, never deleted either.
+      report.push_back("left " + dir.string() +
+                       " alone: a save set aside by an interrupted replacement, which a store without rename "
+                       "cannot put back (move it to " +
+                       path(iteration).string() + " to resume from it)");
     } else {
       remove(dir);
       report.push_back("removed " + dir.string() + ": left by an interrupted save");
@@ -183,11 +277,30 @@ CAIRN_DECL std::vector<std::string> save_directory::clean() {
     remove(dir);
     report.push_back("removed " + dir.string() + ": left by an interrupted save");
   }
-  for (auto const& [iteration, dir] : numbered(""))
-    if (!exists(dir / completion_marker)) {
-      remove(dir);
-      report.push_back("removed " + dir.string() + ": it has no completion marker");
+  for (auto const& [iteration, dir] : numbered("")) {
+    if (renames()) {
+      if (!exists(resolve_save(dir) / completion_marker)) {
+        remove(dir);
+        report.push_back("removed " + dir.string() + ": it has no completion marker");
+      }
+      continue;
     }
+    // On a store: each generation without a marker that this writer may remove, and files beside
+    // them without a marker of their own (a save of the time before generations, torn).
+    auto entries = storage_.backend->list(key_of(dir));
+    for (auto const& generation : detail::generations_in(entries)) {
+      auto folder = dir / generation.name();
+      if (may_remove(generation) && !exists(folder / completion_marker)) {
+        remove(folder);
+        report.push_back("removed " + folder.string() + ": it has no completion marker");
+      }
+    }
+    bool flat_files = std::any_of(entries.begin(), entries.end(), [](auto const& e) { return !e.directory; });
+    if (flat_files && !exists(dir / completion_marker)) {
+      remove_flat_files(dir);
+      report.push_back("removed the files of " + dir.string() + " beside its generations: no completion marker");
+    }
+  }
   for (auto const& unfinished : storage_.backend->end_unfinished(storage_.key))
     report.push_back("ended " + unfinished + ": an upload left by an interrupted save");
   for (auto const& entry : storage_.backend->list(storage_.key))
@@ -200,32 +313,46 @@ CAIRN_DECL std::vector<std::string> save_directory::clean() {
 }
 
 CAIRN_DECL std::filesystem::path save_directory::begin(std::int64_t iteration) {
-  auto dir = staging(iteration);
-  if (!renames() && exists(dir / completion_marker)) {
-    // Replaced in place: its marker goes first, so that what follows is plainly incomplete.
-    auto marker = io::open_location((dir / completion_marker).string());
-    marker.backend->remove(marker.key);
+  std::filesystem::path dir;
+  if (renames()) {
+    dir = root_ / (".partial-" + std::to_string(iteration));
+    storage_.backend->remove_tree(key_of(dir));
+    if (storage_.backend->guarantees().directories) io::make_directories(dir);
+  } else {
+    // A place no other writer ever writes: nothing to clear.
+    dir = path(iteration) / save_generation{since_, writer_, ++begun_}.name();
   }
-  storage_.backend->remove_tree(key_of(dir));
-  if (storage_.backend->guarantees().directories) io::make_directories(dir);
+  staged_[iteration] = dir;
   return dir;
 }
 
-CAIRN_DECL void save_directory::commit(std::int64_t iteration, boost::json::object info) {
+CAIRN_DECL std::filesystem::path save_directory::commit(std::int64_t iteration, boost::json::object info) {
   auto from = staging(iteration), to = path(iteration);
+  if (from.empty()) throw io::io_error(to, "no save of this iteration was begun here");
   boost::json::object files;
   for (auto const& entry : storage_.backend->list(key_of(from)))
     if (!entry.directory && !entry.link)
       files[entry.name] = {{"size", entry.size}, {"xxh3", detail::identity_checksum(from / entry.name)}};
+  if (files.empty()) // removed meanwhile (by a run that took the experiment over?): never a save of nothing
+    throw io::io_error(from, "holds no file to commit");
   info["iteration"] = iteration;
   info["files"] = std::move(files);
   auto text = detail::pretty(info);
   if (!renames()) {
     // No rename: every file is confirmed stored (each writer's commit returned), and the marker,
-    // written last, is what makes the save complete.
-    auto marker = io::open_location((to / completion_marker).string());
+    // written last, is what makes the save complete. A save of this iteration from before
+    // generations (its files directly in the save's folder) is retired first, since its marker
+    // would hide the generation; older generations go after, the newest complete one being the save.
+    auto flat = io::open_location((to / completion_marker).string());
+    flat.backend->remove(flat.key);
+    auto marker = io::open_location((from / completion_marker).string());
     marker.backend->write(marker.key, std::as_bytes(std::span(text)));
-    return;
+    auto entries = storage_.backend->list(key_of(to));
+    for (auto const& generation : detail::generations_in(entries))
+      if (to / generation.name() != from && may_remove(generation)) remove_folder(to / generation.name());
+    if (std::any_of(entries.begin(), entries.end(), [](auto const& e) { return !e.directory; })) remove_flat_files(to);
+    staged_.erase(iteration);
+    return from;
   }
   io::fsync_directory(from);
   bool replacing = std::filesystem::exists(to);
@@ -236,38 +363,57 @@ CAIRN_DECL void save_directory::commit(std::int64_t iteration, boost::json::obje
   io::rename_path(from, to);
   io::fsync_directory(root_);
   io::write_file_atomically(to / completion_marker, std::as_bytes(std::span(text)));
+  staged_.erase(iteration);
   if (replacing) io::remove_tree(replaced(iteration));
+  return to;
+}
+
+CAIRN_DECL void save_directory::abandon(std::int64_t iteration) {
+  auto staged = staging(iteration);
+  staged_.erase(iteration);
+  if (!staged.empty()) storage_.backend->remove_tree(key_of(staged)); // only what this writer staged
 }
 
 CAIRN_DECL bool save_directory::finite(std::int64_t iteration) const {
-  try {
-    auto document = detail::read_json(path(iteration) / completion_marker, max_config_file_size);
-    auto const* object = document.if_object();
-    if (!object) return false;
-    auto const* flag = object->if_contains("finite");
-    return !flag || (flag->is_bool() && flag->as_bool());
-  } catch (std::exception const&) {
-    return false;
-  }
+  auto document = detail::read_json(resolved(iteration) / completion_marker, max_config_file_size);
+  auto const* object = document.if_object();
+  if (!object) return false;
+  auto const* flag = object->if_contains("finite");
+  return !flag || (flag->is_bool() && flag->as_bool());
 }
 
-CAIRN_DECL void save_directory::remove(std::int64_t iteration) {
-  auto dir = path(iteration);
-  auto marker = dir / completion_marker;
+CAIRN_DECL void save_directory::remove_folder(std::filesystem::path const& folder) {
+  auto marker = folder / completion_marker;
   if (!storage_.backend->guarantees().directories) {
     // Marker first: a save interrupted while being removed is plainly incomplete.
     auto where = io::open_location(marker.string());
     where.backend->remove(where.key);
-    storage_.backend->remove_tree(key_of(dir));
+    storage_.backend->remove_tree(key_of(folder));
     return;
   }
-  if (std::filesystem::is_symlink(dir)) throw io::io_error(dir, "a symbolic link: not removed");
+  if (std::filesystem::is_symlink(folder)) throw io::io_error(folder, "a symbolic link: not removed");
   if (std::filesystem::exists(marker)) {
     io::detail::fault_point("remove", marker);
     if (::unlink(marker.c_str()) != 0) throw io::system_error(marker, "cannot remove");
-    io::fsync_directory(dir);
+    io::fsync_directory(folder);
   }
-  io::remove_tree(dir);
+  io::remove_tree(folder);
+}
+
+CAIRN_DECL void save_directory::remove_flat_files(std::filesystem::path const& dir) {
+  auto marker = io::open_location((dir / completion_marker).string());
+  marker.backend->remove(marker.key);
+  for (auto const& entry : storage_.backend->list(key_of(dir)))
+    if (!entry.directory && entry.name != completion_marker) storage_.backend->remove(key_of(dir / entry.name));
+}
+
+CAIRN_DECL void save_directory::remove(std::int64_t iteration) {
+  auto dir = path(iteration);
+  if (renames()) return remove_folder(dir);
+  auto entries = storage_.backend->list(key_of(dir));
+  for (auto const& generation : detail::generations_in(entries))
+    if (may_remove(generation)) remove_folder(dir / generation.name());
+  if (std::any_of(entries.begin(), entries.end(), [](auto const& e) { return !e.directory; })) remove_flat_files(dir);
 }
 
 CAIRN_DECL std::optional<std::int64_t> save_directory::iteration_of(std::string_view name) {
@@ -306,13 +452,20 @@ CAIRN_DECL detail::save_completeness save_status(std::filesystem::path const& pa
     dir = path.lexically_normal();
     if (!dir.has_filename()) dir = dir.parent_path();
   }
-  auto iteration = save_directory::iteration_of(dir.filename().string());
+  auto folder = resolve_save(dir);
+  // The iteration a save must record: its folder's name, or the name of the folder of its
+  // generations; a save copied under another name records its own.
+  auto name = folder.filename().string();
+  auto iteration = save_generation::parse(name) ? save_directory::iteration_of(folder.parent_path().filename().string())
+                                                : save_directory::iteration_of(name);
   auto parent = dir.parent_path().filename().string();
   bool in_saves = parent == experiment_layout::checkpoints_folder || parent == experiment_layout::exports_folder;
-  if (!detail::present(dir / completion_marker) && !(iteration && in_saves)) return {};
-  if (!iteration) return {true, dir.string() + ": a completion marker outside a directory of saves"};
-  auto problem = save_directory(dir.parent_path()).problem(*iteration);
-  if (problem && problem->find('/') == std::string::npos) *problem = dir.string() + ": " + *problem;
+  bool generation = save_generation::parse(name).has_value();
+  if (!detail::present(folder / completion_marker) &&
+      !(save_directory::iteration_of(dir.filename().string()) && in_saves) && !generation)
+    return {};
+  auto problem = detail::save_problem(folder, iteration);
+  if (problem && problem->find('/') == std::string::npos) *problem = folder.string() + ": " + *problem;
   return {true, problem};
 }
 

@@ -118,7 +118,8 @@ CAIRN_DECL std::optional<checkpoint_format> detect_format(std::filesystem::path 
   return std::nullopt;
 }
 
-CAIRN_DECL checkpoint_metadata read_stored_metadata(std::filesystem::path const& dir, checkpoint_format format) {
+CAIRN_DECL checkpoint_metadata read_stored_metadata(std::filesystem::path const& given, checkpoint_format format) {
+  auto dir = resolve_save(given); // a save on a store: its newest complete generation
   switch (format) {
   case checkpoint_format::distributed:
     return read_checkpoint_metadata(formats::metadata_file(dir));

@@ -359,7 +359,8 @@ CAIRN_DECL load_plan plan_load(checkpoint_metadata const& saved, std::map<std::s
   return detail::load_planning::plan(saved, weight_map, run, nullptr);
 }
 
-CAIRN_DECL load_plan plan_load(std::filesystem::path const& dir, run_layout const& run) {
+CAIRN_DECL load_plan plan_load(std::filesystem::path const& given, run_layout const& run) {
+  auto dir = resolve_save(given); // a save on a store: its newest complete generation
   auto format = detect_format(dir);
   if (!format)
     throw checkpoint_error(checkpoint_errc::invalid_request,

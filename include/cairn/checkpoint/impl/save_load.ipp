@@ -40,7 +40,9 @@ CAIRN_DECL void save_checkpoint(model_state const& state, comm::communicator_ref
 }
 
 CAIRN_DECL checkpoint_metadata load_checkpoint(model_state& state, comm::communicator_ref comm,
-                                               checkpoint_load_config const& config, verification verify) {
+                                               checkpoint_load_config const& given, verification verify) {
+  auto config = given;
+  config.path = resolve_save(given.path); // a save on a store: its newest complete generation
   progress_scope progress("loading", config.path.string(), state.bytes(config.optimizer_state));
   return detail::with_format(config.format,
                              [&](auto policy) { return decltype(policy)::load(state, comm, config, verify); });
@@ -66,9 +68,11 @@ CAIRN_DECL void checkpointer::save(model_state const& state, checkpoint_save_con
   external::detail::save(state, comm_, conv.model_type, conv.weights, conv.config, config);
 }
 
-CAIRN_DECL checkpoint_metadata checkpointer::load(model_state& state, checkpoint_load_config const& config,
+CAIRN_DECL checkpoint_metadata checkpointer::load(model_state& state, checkpoint_load_config const& given,
                                                   verification verify) const {
-  if (config.format != checkpoint_format::external) return load_checkpoint(state, comm_, config, verify);
+  if (given.format != checkpoint_format::external) return load_checkpoint(state, comm_, given, verify);
+  auto config = given;
+  config.path = resolve_save(given.path); // an export on a store: its newest complete generation
   auto const& conv = converter_for(config.model_type);
   external::detail::load(state, comm_, conv.model_type, conv.weights, config, verify, conv.skipped);
   checkpoint_metadata out;

@@ -276,10 +276,11 @@ inline void verify_structure(std::filesystem::path const& path, std::optional<ch
 
 namespace cairn {
 
-CAIRN_DECL verification_report verify_checkpoint(std::filesystem::path const& path, verify_options options) {
+CAIRN_DECL verification_report verify_checkpoint(std::filesystem::path const& given, verify_options options) {
   verification_report report;
   auto& problems = report.problems;
   try {
+    auto path = resolve_save(given); // a save on a store: its newest complete generation
     if (!detail::present(path) && !detail::is_folder(path)) {
       problems.push_back(path.string() + ": no such file or directory");
       return report;

@@ -32,6 +32,7 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -264,7 +265,8 @@ public:
   s3_client(s3_client const&) = delete;
   s3_client& operator=(s3_client const&) = delete;
   ~s3_client() {
-    for (auto* handle : idle_) curl_easy_cleanup(handle);
+    if (owner_ == ::getpid())
+      for (auto* handle : idle_) curl_easy_cleanup(handle);
   }
 
   [[nodiscard]] std::string const& bucket() const noexcept { return bucket_; }
@@ -447,6 +449,13 @@ private:
   CURL* take() {
     {
       std::lock_guard lock(mutex_);
+      if (owner_ != ::getpid()) {
+        // A process forked after its parent used the store: the idle handles' connections are
+        // the parent's sockets (two processes writing one would mix their requests and steal
+        // each other's answers). Never used here, nor closed (closing a TLS one writes to it).
+        idle_.clear();
+        owner_ = ::getpid();
+      }
       if (!idle_.empty()) {
         auto* handle = idle_.back();
         idle_.pop_back();
@@ -544,6 +553,7 @@ private:
   std::string signing_;
   std::mutex mutex_;
   std::vector<CURL*> idle_;
+  pid_t owner_ = ::getpid(); ///< the process whose connections the idle handles hold
   std::atomic<std::uint64_t> requests_{0}, retries_{0}, sent_{0}, received_{0};
 };
 
@@ -840,13 +850,14 @@ public:
     client_->perform(request);
   }
 
-  /// Whether the object `key` holds exactly `bytes` (false when there is none).
+  /// Whether the object `key` holds exactly `bytes` (false when there is none, or a larger one:
+  /// another writer's longer record).
   bool holds(std::string_view key, std::span<std::byte const> bytes) {
     std::string back;
     try {
       back = read_all(key, bytes.size() + 1);
     } catch (io_error const& e) {
-      if (e.kind() == std::errc::no_such_file_or_directory) return false;
+      if (e.kind() == std::errc::no_such_file_or_directory || e.kind() == io_errc::too_large) return false;
       throw;
     }
     return back.size() == bytes.size() && std::memcmp(back.data(), bytes.data(), bytes.size()) == 0;

@@ -63,6 +63,19 @@ inline bool process_ended(std::int64_t pid) {
   return close != std::string_view::npos && close + 2 < text.size() && text[close + 2] == 'Z';
 }
 
+inline std::int64_t unix_milliseconds_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// 8 random hexadecimal digits.
+inline std::string holder_name() {
+  std::random_device random;
+  char text[16];
+  std::snprintf(text, sizeof text, "%08x", static_cast<unsigned>(random()));
+  return text;
+}
+
 inline std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -114,68 +127,44 @@ CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
   std::random_device random;
   token_ = std::to_string(random()) + std::to_string(random());
   auto where = io::open_location(path_.string());
+  bool const exact = where.backend->guarantees().conditional_create;
   bool took_over = false;
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto record = lease_record();
     auto started = detail::lease_keeper::clock::now();
     bool created = where.backend->create_exclusive(where.key, std::as_bytes(std::span(record)));
-    if (created && (took_over || !where.backend->guarantees().conditional_create)) {
-      // A create that is not exact alone: after a takeover (another run that judged the old lease
-      // at the same time removes it, then creates its own, after this one's create), or on a store
-      // without conditional create. A moment later the lease is still this run's, or it is not.
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-      created = detail::lease_field(detail::read_lease(where).value_or(""), "lease ") == token_;
+    std::optional<std::string> held;
+    if (!exact || took_over) {
+      // Without a conditional create (or after a takeover, whose delete is not conditional), two
+      // runs that looked at the same time both write: the lease is whoever's record is there once
+      // every write in flight has landed. Each waits longer than a competitor's look and write can
+      // take (twice its own, a second at least), and reads until two reads agree.
+      auto took = detail::lease_keeper::clock::now() - started;
+      auto pause = std::max<detail::lease_keeper::clock::duration>(std::chrono::seconds(1), 2 * took);
+      held = detail::read_lease(where);
+      for (int read = 0; read < 10; ++read) {
+        std::this_thread::sleep_for(pause);
+        auto again = detail::read_lease(where);
+        if (again == held) break;
+        held = std::move(again);
+      }
+      created = held && detail::lease_field(*held, "lease ") == token_;
     }
     if (created) {
-      keeper_ = std::make_unique<detail::lease_keeper>();
-      keeper_->renewed = started;
-      keeper_->thread = std::thread([this, where] {
-        std::unique_lock lock(keeper_->mutex);
-        while (!keeper_->wake.wait_for(lock, std::chrono::seconds(lease_refresh), [&] { return keeper_->stop; })) {
-          // A lease that went unrenewed for lease_expiry seconds may be another run's by now:
-          // rewriting it would take it back from that run.
-          if (keeper_->seconds_since_renewal() >= lease_expiry - lease_refresh) {
-            keeper_->lapsed = true;
-            return;
-          }
-          lock.unlock();     // check() reads the keeper meanwhile
-          bool lost = false; // taken over, or renewed too late to be safely rewritten
-          std::optional<detail::lease_keeper::clock::time_point> renewed;
-          try {
-            auto held = where.backend->read_all(where.key, 4096);
-            lock.lock();
-            lost = detail::lease_field(held, "lease ") != token_ ||
-                   keeper_->seconds_since_renewal() >= lease_expiry - lease_refresh; // the read took long
-            lock.unlock();
-            if (!lost) {
-              auto writing = detail::lease_keeper::clock::now();
-              auto renewal = lease_record();
-              where.backend->write(where.key, std::as_bytes(std::span(renewal)));
-              renewed = writing;
-            }
-          } catch (std::exception const&) {
-            // The store did not answer this time: the next try is in lease_refresh seconds.
-          }
-          lock.lock();
-          if (lost) {
-            keeper_->lapsed = true;
-            return;
-          }
-          if (renewed) keeper_->renewed = *renewed;
-        }
-      });
+      since_ = detail::unix_milliseconds_now();
+      name_ = detail::holder_name();
+      start_keeper(where, started);
       return;
     }
-    auto lease = detail::read_lease(where);
-    if (!lease) continue; // released meanwhile
-    auto const& held = *lease;
-    auto pid = detail::lease_number(held, "pid ");
-    auto refreshed = detail::lease_number(held, "refreshed unix time ");
-    bool dead_here = detail::lease_field(held, "host ") == detail::this_host() && pid && detail::process_ended(*pid);
+    if (!held) held = detail::read_lease(where);
+    if (!held) continue; // released meanwhile
+    auto pid = detail::lease_number(*held, "pid ");
+    auto refreshed = detail::lease_number(*held, "refreshed unix time ");
+    bool dead_here = detail::lease_field(*held, "host ") == detail::this_host() && pid && detail::process_ended(*pid);
     bool expired = !refreshed || detail::unix_now() - *refreshed > lease_expiry;
     if (!dead_here && !expired)
       throw training_error(training_errc::in_use,
-                           dir.string() + ": in use by another run (" + held +
+                           dir.string() + ": in use by another run (" + *held +
                                "); one run at a time may write an experiment directory (its lease ends " +
                                std::to_string(lease_expiry) + " s after its holder stops renewing it)");
     // Its holder is gone: taken over, unless another run took it over since it was read (then
@@ -185,6 +174,47 @@ CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
     took_over = true;
   }
   throw training_error(training_errc::in_use, dir.string() + ": another run took the lock at the same time");
+}
+
+CAIRN_DECL void experiment_lock::start_keeper(io::storage_location const& where,
+                                              std::chrono::steady_clock::time_point written) {
+  keeper_ = std::make_unique<detail::lease_keeper>();
+  keeper_->renewed = written;
+  keeper_->thread = std::thread([this, where] {
+    std::unique_lock lock(keeper_->mutex);
+    while (!keeper_->wake.wait_for(lock, std::chrono::seconds(lease_refresh), [&] { return keeper_->stop; })) {
+      // A lease that went unrenewed for lease_expiry seconds may be another run's by now:
+      // rewriting it would take it back from that run.
+      if (keeper_->seconds_since_renewal() >= lease_expiry - lease_refresh) {
+        keeper_->lapsed = true;
+        return;
+      }
+      lock.unlock();     // check() reads the keeper meanwhile
+      bool lost = false; // taken over, or renewed too late to be safely rewritten
+      std::optional<detail::lease_keeper::clock::time_point> renewed;
+      try {
+        auto held = where.backend->read_all(where.key, 4096);
+        lock.lock();
+        lost = detail::lease_field(held, "lease ") != token_ ||
+               keeper_->seconds_since_renewal() >= lease_expiry - lease_refresh; // the read took long
+        lock.unlock();
+        if (!lost) {
+          auto writing = detail::lease_keeper::clock::now();
+          auto renewal = lease_record();
+          where.backend->write(where.key, std::as_bytes(std::span(renewal)));
+          renewed = writing;
+        }
+      } catch (std::exception const&) {
+        // The store did not answer this time: the next try is in lease_refresh seconds.
+      }
+      lock.lock();
+      if (lost) {
+        keeper_->lapsed = true;
+        return;
+      }
+      if (renewed) keeper_->renewed = *renewed;
+    }
+  });
 }
 
 CAIRN_DECL experiment_lock::~experiment_lock() {
@@ -261,6 +291,8 @@ CAIRN_DECL experiment_lock::experiment_lock(std::filesystem::path const& dir) : 
                 std::to_string(since) + "\n";
   if (::ftruncate(fd_.get(), 0) != 0 || ::pwrite(fd_.get(), record.data(), record.size(), 0) < 0)
     throw io::system_error(path_, "cannot record the lock's holder");
+  since_ = detail::unix_milliseconds_now();
+  name_ = detail::holder_name();
 }
 
 CAIRN_DECL std::string experiment_lock::holder() const {

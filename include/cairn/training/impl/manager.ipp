@@ -246,8 +246,7 @@ CAIRN_DECL void basic_checkpoint_manager::save(std::int64_t iteration, model_sta
                                                boost::json::value const& metadata) {
   auto started = clock::now();
   if (writer_.pending()) commit_pending();
-  stage(checkpoints_, iteration);
-  auto dir = checkpoints_.staging(iteration);
+  auto dir = stage(checkpoints_, iteration);
   auto save = config_.checkpoint.save_config(dir);
   // The plan is agreed now; its files need no communication: this rank writes its own, in the
   // background from a copy of the state when async, and every rank commits them together later.
@@ -284,8 +283,7 @@ CAIRN_DECL void basic_checkpoint_manager::save_export(std::int64_t iteration, mo
   // written in the background meanwhile (at this iteration, say) is whole or not on its own:
   // committed when it is, before the error goes.
   try {
-    stage(exports_, iteration);
-    auto save = config_.export_.save_config(exports_.staging(iteration));
+    auto save = config_.export_.save_config(stage(exports_, iteration));
     try {
       if (save.format == checkpoint_format::external && exporter_)
         exporter_(state, comm_, save);
@@ -327,6 +325,7 @@ CAIRN_DECL void basic_checkpoint_manager::commit_pending_quietly() noexcept {
 
 CAIRN_DECL void basic_checkpoint_manager::finish() {
   if (writer_.pending()) commit_pending();
+  housekeeping_.wait();
   callbacks_.wait_all();
 }
 
@@ -346,46 +345,43 @@ CAIRN_DECL void basic_checkpoint_manager::commit_pending() {
          pending_finite_);
 }
 
-CAIRN_DECL void basic_checkpoint_manager::stage(save_directory& dir, std::int64_t iteration) {
-  comm::all_succeed(comm_, "cannot prepare " + dir.staging(iteration).string(), [&] {
+CAIRN_DECL std::filesystem::path basic_checkpoint_manager::stage(save_directory& dir, std::int64_t iteration) {
+  std::string staged;
+  comm::all_succeed(comm_, "cannot prepare the save of " + dir.path(iteration).string(), [&] {
     if (comm_.rank() != 0) return;
     if (experiment_dir_.empty())
       throw training_error(training_errc::no_experiment_dir,
                            "run.experiment_dir: required to save checkpoints or exports");
     lock();
     if (lock_) lock_->check(); // a lease taken over: this run must not touch the saves again
-    dir.begin(iteration);
+    staged = dir.begin(iteration).string();
   });
+  return comm::broadcast_string(comm_, staged);
 }
 
 CAIRN_DECL void basic_checkpoint_manager::abandon(save_directory& dir, std::int64_t iteration) {
   if (comm_.rank() != 0) return;
+  // What this run staged is its own, even after its lease was taken over: on a store, a
+  // generation no other run writes.
+  auto staged = dir.staging(iteration);
   try {
-    // A run whose lease another run took over removes nothing: on a store without rename what
-    // it staged is the path where the new holder may have saved this iteration since.
-    if (lock_) lock_->check();
+    dir.abandon(iteration);
   } catch (std::exception const& e) {
-    emit(severity::warning, {dir.staging(iteration).string(), std::string("left as it is, not removed: ") + e.what()});
-    return;
-  }
-  try {
-    auto staged = io::open_location(dir.staging(iteration).string());
-    staged.backend->remove_tree(staged.key);
-  } catch (std::exception const& e) {
-    emit(severity::warning, {dir.staging(iteration).string(), e.what()});
+    emit(severity::warning, {staged.string(), e.what()});
   }
 }
 
 CAIRN_DECL void basic_checkpoint_manager::commit(save_directory& dir, checkpoint_base_config const& schedule,
                                                  std::int64_t iteration, char const* kind, std::uint64_t bytes,
                                                  clock::time_point started, std::optional<double> paused, bool finite) {
+  std::filesystem::path committed;
   try {
     comm::all_succeed(comm_, std::string("cannot commit ") + kind + " " + std::to_string(iteration), [&] {
       if (comm_.rank() != 0) return;
       boost::json::object info{{"kind", kind}, {"world_size", comm_.size()}};
       if (!finite) info["finite"] = false;
       if (lock_) lock_->check(); // a lease taken over: nothing more is committed
-      dir.commit(iteration, std::move(info));
+      committed = dir.commit(iteration, std::move(info));
     });
   } catch (...) {
     abandon(dir, iteration);
@@ -393,29 +389,47 @@ CAIRN_DECL void basic_checkpoint_manager::commit(save_directory& dir, checkpoint
   }
   if (comm_.rank() != 0) return;
   report(std::string("saved ") + kind, dir.path(iteration), bytes, started, paused);
-  auto complete = dir.complete();
-  // Retention never deletes the newest save of finite values: a run that diverged keeps the
-  // last state it can go back to, however many saves of NaN come after it.
-  std::optional<std::int64_t> newest_finite;
-  for (auto it = complete.rbegin(); it != complete.rend() && !newest_finite; ++it)
-    if (*it == iteration ? finite : dir.finite(*it)) newest_finite = *it;
   if (!finite)
     emit(severity::warning,
-         {dir.path(iteration).string(),
-          std::string("the ") + kind +
-              " holds values that are not finite (NaN or infinity); its marker says so (\"finite\": false), and " +
-              (newest_finite ? "retention keeps " + dir.path(*newest_finite).string() + ", the newest finite one"
-                             : std::string("no finite one is left"))});
-  for (auto old : schedule.to_delete(complete)) {
-    if (old == iteration || old == newest_finite) continue;
-    try {
-      dir.remove(old);
-    } catch (std::exception const& e) {
-      emit(severity::warning, {dir.path(old).string(), std::string("retention could not remove it: ") + e.what()});
-    }
-  }
-  if (schedule.callback.enabled()) callbacks_.start(schedule.callback, dir.path(iteration).string(), iteration, kind);
+         {dir.path(iteration).string(), std::string("the ") + kind +
+                                            " holds values that are not finite (NaN or infinity); its marker says so "
+                                            "(\"finite\": false), and retention never deletes the newest finite save"});
+  // The callback gets the folder that holds the save (on a store, its generation).
+  if (schedule.callback.enabled()) callbacks_.start(schedule.callback, committed.string(), iteration, kind);
   callbacks_.reap();
+  // Retention lists the saves and reads their markers: on the background thread, so that the
+  // pause of a save does not grow with the saves kept. Two waiting for one directory are one.
+  housekeeping_.post(dir.root().string(), [this, &dir, &schedule, iteration] { retain(dir, schedule, iteration); });
+}
+
+CAIRN_DECL void basic_checkpoint_manager::retain(save_directory& dir, checkpoint_base_config const& schedule,
+                                                 std::int64_t iteration) {
+  try {
+    auto complete = dir.complete();
+    // Retention never deletes the newest save of finite values: a run that diverged keeps the
+    // last state it can go back to, however many saves of NaN come after it.
+    std::optional<std::int64_t> newest_finite;
+    for (auto it = complete.rbegin(); it != complete.rend() && !newest_finite; ++it)
+      if (dir.finite(*it)) newest_finite = *it;
+    if (!complete.empty() && newest_finite != complete.back())
+      emit(severity::warning,
+           {dir.path(complete.back()).string(),
+            "holds values that are not finite: " +
+                (newest_finite ? "retention keeps " + dir.path(*newest_finite).string() + ", the newest finite save"
+                               : std::string("no finite save is left"))});
+    for (auto old : schedule.to_delete(complete)) {
+      if (old == iteration || old == newest_finite) continue;
+      try {
+        dir.remove(old);
+      } catch (std::exception const& e) {
+        emit(severity::warning, {dir.path(old).string(), std::string("retention could not remove it: ") + e.what()});
+      }
+    }
+  } catch (std::exception const& e) {
+    // A listing or a marker that cannot be read (a store that does not answer) says nothing of
+    // which saves to keep: nothing is removed this time.
+    emit(severity::warning, {dir.root().string(), std::string("retention skipped, nothing removed: ") + e.what()});
+  }
 }
 
 namespace detail {

@@ -161,8 +161,8 @@ CAIRN_DECL void basic_checkpoint_manager::save_local(std::int64_t iteration, mod
     return;
   }
   auto dir = local_->staging(iteration);
-  if (promote) stage(checkpoints_, iteration);
-  auto persistent = checkpoints_.staging(iteration);
+  std::filesystem::path persistent;
+  if (promote) persistent = stage(checkpoints_, iteration);
   auto save = config_.checkpoint.save_config(dir);
   // Every rank's file holds its whole state (replicated parameters too), so that a part, on its
   // own disk or a peer's, is all a rank needs to resume.
@@ -180,11 +180,21 @@ CAIRN_DECL void basic_checkpoint_manager::save_local(std::int64_t iteration, mod
   if (promote) last_checkpoint_ = iteration;
   auto via = transfers_ ? *transfers_ : comm_;
   auto write = [plan, dir, persistent, promote, rank, leader, text = std::move(text), copies = std::move(copies), via,
-                finite](model_state const& from) mutable {
+                finite, iteration](model_state const& from) mutable {
     if (promote) *finite = detail::finite_written(plan, from, rank);
-    detail::execute_alone(plan, dir, from, rank); // rank 0 writes metadata.json there too
-    if (leader && rank != 0)
-      io::write_stored(formats::metadata_file(dir).string(), std::as_bytes(std::span(text.data(), text.size())));
+    auto write_own = [&] {
+      detail::execute_alone(plan, dir, from, rank); // rank 0 writes metadata.json there too
+      if (leader && rank != 0)
+        io::write_stored(formats::metadata_file(dir).string(), std::as_bytes(std::span(text.data(), text.size())));
+    };
+    if (copies.empty()) {
+      write_own();
+    } else {
+      // Every rank's own write is agreed before any copy: a rank whose disk failed (full) makes
+      // every rank skip the copies, instead of leaving its peers waiting in the exchange.
+      comm::all_succeed(via, "local checkpoint " + std::to_string(iteration) + " not written (no copy made)",
+                        write_own);
+    }
     for (auto const& outcome : detail::run_transfers(via, copies, dir, dir))
       if (!outcome.problem.empty()) throw training_error(training_errc::storage, outcome.problem);
     if (!promote) return;
@@ -236,8 +246,8 @@ CAIRN_DECL void basic_checkpoint_manager::commit_local(background_writer::write&
     // on: the persistent tier stands. One promoted to a persistent checkpoint fails as that would,
     // and so does a communicator that failed.
     if (promoted || detail::communicator_failed(e)) throw;
-    if (comm_.rank() == 0)
-      emit(severity::warning, {dir.path(iteration).string(), std::string("local checkpoint not saved: ") + e.what()});
+    // Every rank says so: on a node whose disk is full, its own log shows why.
+    emit(severity::warning, {dir.path(iteration).string(), std::string("local checkpoint not saved: ") + e.what()});
     return;
   }
   report("saved local checkpoint", dir.path(iteration), write.bytes, write.started, write.paused);

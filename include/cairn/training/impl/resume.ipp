@@ -61,12 +61,17 @@ CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& c
   failures = comm::broadcast_string(comm, failures);
   for (auto iteration : comm::broadcast_integers(comm, found.loadable)) {
     checkpoint_load_config load;
-    load.path = checkpoints.path(iteration);
+    // The folder that holds it (on a store, its newest complete generation), as rank 0 found it.
+    std::string folder;
+    comm::all_succeed(comm, "cannot look for " + checkpoints.path(iteration).string(), [&] {
+      if (comm.rank() == 0) folder = checkpoints.resolved(iteration).string();
+    });
+    load.path = comm::broadcast_string(comm, folder);
     load.format = checkpoint_format::distributed;
     load.model_weights = true;
     load.optimizer_state = true;
     try {
-      resumed_checkpoint out{iteration, load.path, {}};
+      resumed_checkpoint out{iteration, checkpoints.path(iteration), {}};
       comm::all_succeed(comm, "cannot load " + load.path.string(), [&] {
         out.metadata = load_checkpoint(state, comm, load, verify);
         // As the seed checks: the checkpoint is of the iteration its directory names.
