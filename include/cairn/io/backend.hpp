@@ -102,6 +102,13 @@ public:
   /// The entries directly under `prefix` (a directory, or keys `prefix/…`), sorted by name. A
   /// prefix with nothing under it is empty; a listing that fails throws, never "nothing there".
   [[nodiscard]] virtual std::vector<listed_entry> list(std::string_view prefix) = 0;
+  /// Every file under `prefix`, at any depth, named by its path below it (`a/b/c`), where the
+  /// backend lists them in bulk (an object store: one request per 1,000 keys); nothing where
+  /// walking every directory would cost more than asking for what is wanted (POSIX).
+  [[nodiscard]] virtual std::optional<std::vector<listed_entry>> list_all(std::string_view prefix) {
+    (void)prefix;
+    return std::nullopt;
+  }
   /// Removes the file or object `key`; nothing there is not an error.
   virtual void remove(std::string_view key) = 0;
   /// Removes everything under `prefix`; nothing there is not an error.

@@ -29,7 +29,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -199,9 +201,19 @@ private:
                          char const* kind, std::uint64_t bytes, clock::time_point started, std::optional<double> paused,
                          bool finite);
 
-  /// Retention after a commit at `iteration`, on rank 0's background thread: `schedule`'s rule
-  /// over the complete saves of `dir`, never deleting the newest finite one.
-  CAIRN_DECL void retain(save_directory& dir, checkpoint_base_config const& schedule, std::int64_t iteration);
+  /// What retention knows of a directory of saves: listed once, then kept up to date by this
+  /// run's commits and removals (one run writes an experiment), so that a retention needs no
+  /// listing and reads no marker it read before.
+  struct known_saves {
+    std::optional<std::map<std::int64_t, std::optional<bool>>> finite; ///< iteration → finite values only
+    std::mutex mutex;                                                  ///< over `committed`
+    std::vector<std::pair<std::int64_t, bool>> committed;              ///< by commits the next retention has not seen
+  };
+
+  /// Retention after commits, on rank 0's background thread: `schedule`'s rule over the complete
+  /// saves of `dir`, never deleting the newest finite one nor `iteration`, the newest committed.
+  CAIRN_DECL void retain(save_directory& dir, known_saves& known, checkpoint_base_config const& schedule,
+                         std::int64_t iteration);
 
   /// Whether every rank's `state` is finite (no NaN, no infinity). Collective.
   [[nodiscard]] CAIRN_DECL bool all_finite(model_state const& state);
@@ -237,6 +249,7 @@ private:
   bool pending_local_ = false;     // the save in flight is a local one
   bool pending_promotion_ = false; // … and the persistent checkpoint of its iteration too
   std::optional<std::int64_t> last_local_;
+  known_saves known_checkpoints_, known_exports_;
   background_tasks housekeeping_; // rank 0's retention: first to go, before the directories it works on
 };
 

@@ -232,6 +232,24 @@ CAIRN_DECL std::filesystem::path save_directory::staging(std::int64_t iteration)
 
 CAIRN_DECL std::vector<std::int64_t> save_directory::complete() const {
   std::vector<std::int64_t> out;
+  if (auto keys = storage_.backend->list_all(storage_.key)) {
+    // Every key at once (a store: a request per 1,000): a save is complete when a marker is
+    // directly in its folder or in one of its generations.
+    for (auto const& key : *keys) {
+      auto slash = key.name.find('/');
+      if (slash == std::string::npos) continue;
+      auto iteration = iteration_of(std::string_view(key.name).substr(0, slash));
+      auto rest = std::string_view(key.name).substr(slash + 1);
+      auto inner = rest.find('/');
+      bool marker = rest == completion_marker ||
+                    (inner != std::string_view::npos && rest.substr(inner + 1) == completion_marker &&
+                     save_generation::parse(rest.substr(0, inner)));
+      if (iteration && marker && (out.empty() || out.back() != *iteration)) out.push_back(*iteration);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
   for (auto const& [iteration, dir] : numbered(""))
     if (exists(resolve_save(dir) / completion_marker)) out.push_back(iteration);
   std::sort(out.begin(), out.end());

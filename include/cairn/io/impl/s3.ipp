@@ -902,6 +902,16 @@ public:
     return out;
   }
 
+  [[nodiscard]] std::optional<std::vector<listed_entry>> list_all(std::string_view prefix) override {
+    std::vector<listed_entry> out;
+    auto dir = directory_prefix(prefix);
+    each_key(dir, false, [&](std::string const& key, std::uint64_t size, bool) {
+      if (key.size() > dir.size()) out.push_back({key.substr(dir.size()), size, false});
+    });
+    std::sort(out.begin(), out.end(), [](auto const& a, auto const& b) { return a.name < b.name; });
+    return out;
+  }
+
   void remove(std::string_view key) override {
     s3_request request("DELETE", "DELETE", std::string(key));
     request.accepted = {200, 204, 404};

@@ -399,18 +399,37 @@ CAIRN_DECL void basic_checkpoint_manager::commit(save_directory& dir, checkpoint
   callbacks_.reap();
   // Retention lists the saves and reads their markers: on the background thread, so that the
   // pause of a save does not grow with the saves kept. Two waiting for one directory are one.
-  housekeeping_.post(dir.root().string(), [this, &dir, &schedule, iteration] { retain(dir, schedule, iteration); });
+  auto& known = &dir == &exports_ ? known_exports_ : known_checkpoints_;
+  {
+    std::lock_guard lock(known.mutex);
+    known.committed.emplace_back(iteration, finite);
+  }
+  housekeeping_.post(dir.root().string(),
+                     [this, &dir, &known, &schedule, iteration] { retain(dir, known, schedule, iteration); });
 }
 
-CAIRN_DECL void basic_checkpoint_manager::retain(save_directory& dir, checkpoint_base_config const& schedule,
-                                                 std::int64_t iteration) {
+CAIRN_DECL void basic_checkpoint_manager::retain(save_directory& dir, known_saves& known,
+                                                 checkpoint_base_config const& schedule, std::int64_t iteration) {
   try {
-    auto complete = dir.complete();
+    if (!known.finite) { // the first retention of the run lists the saves; the next ones know them
+      known.finite.emplace();
+      for (auto it : dir.complete()) known.finite->emplace(it, std::nullopt);
+    }
+    auto& saves = *known.finite;
+    {
+      std::lock_guard lock(known.mutex);
+      for (auto [it, finite] : known.committed) saves[it] = finite;
+      known.committed.clear();
+    }
+    std::vector<std::int64_t> complete;
+    for (auto const& entry : saves) complete.push_back(entry.first);
     // Retention never deletes the newest save of finite values: a run that diverged keeps the
     // last state it can go back to, however many saves of NaN come after it.
     std::optional<std::int64_t> newest_finite;
-    for (auto it = complete.rbegin(); it != complete.rend() && !newest_finite; ++it)
-      if (dir.finite(*it)) newest_finite = *it;
+    for (auto it = saves.rbegin(); it != saves.rend() && !newest_finite; ++it) {
+      if (!it->second) it->second = dir.finite(it->first); // a marker read once
+      if (*it->second) newest_finite = it->first;
+    }
     if (!complete.empty() && newest_finite != complete.back())
       emit(severity::warning,
            {dir.path(complete.back()).string(),
@@ -421,13 +440,15 @@ CAIRN_DECL void basic_checkpoint_manager::retain(save_directory& dir, checkpoint
       if (old == iteration || old == newest_finite) continue;
       try {
         dir.remove(old);
+        saves.erase(old);
       } catch (std::exception const& e) {
         emit(severity::warning, {dir.path(old).string(), std::string("retention could not remove it: ") + e.what()});
       }
     }
   } catch (std::exception const& e) {
     // A listing or a marker that cannot be read (a store that does not answer) says nothing of
-    // which saves to keep: nothing is removed this time.
+    // which saves to keep: nothing is removed this time, and the next retention lists again.
+    known.finite.reset();
     emit(severity::warning, {dir.root().string(), std::string("retention skipped, nothing removed: ") + e.what()});
   }
 }
