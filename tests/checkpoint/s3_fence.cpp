@@ -35,38 +35,15 @@
 #include <vector>
 
 #include "checkpoint/manager_state.hpp"
+#include "io/s3_proxy.hpp"
 
 namespace {
 
-std::string env(char const* name) {
-  auto const* value = std::getenv(name);
-  REQUIRE_MESSAGE(value, name << " is not set: run this test through tests/io/s3_server.sh");
-  return value;
-}
+using s3_test::env;
+using s3_test::proxy;
 
-/// What a shell command prints, and its status.
-std::pair<int, std::string> run(std::string const& command) {
-  std::string out;
-  auto* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe);
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-/// POSTs `json` to the proxy's control path `what` (faults, release).
-void proxy(std::string const& what, std::string const& json = "{}") {
-  auto [status, out] =
-      run("curl -sS -X POST --data-binary '" + json + "' " + env("CAIRN_TEST_S3_PROXY") + "/__proxy/" + what);
-  REQUIRE_MESSAGE(status == 0, out);
-}
-
-std::int64_t held() {
-  auto [status, out] = run("curl -sS " + env("CAIRN_TEST_S3_PROXY") + "/__proxy/stats");
-  REQUIRE(status == 0);
-  return boost::json::parse(out).as_object().at("held").as_int64();
-}
+/// Requests the proxy holds now.
+std::int64_t held() { return s3_test::proxy_stats().at("held").as_int64(); }
 
 /// Every object under `prefix` (a key), with a digest of its bytes.
 void snapshot(cairn::io::storage_backend& store, std::string const& prefix, std::map<std::string, std::size_t>& out) {

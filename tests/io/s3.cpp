@@ -24,41 +24,19 @@
 #include <vector>
 
 #include "../error_kind.hpp"
+#include "s3_proxy.hpp"
 #include "temp_dir.hpp"
 
 using namespace cairn::io;
 
 namespace {
 
-std::string env(char const* name) {
-  auto const* value = std::getenv(name);
-  REQUIRE_MESSAGE(value, name << " is not set: run this test through tests/io/s3_server.sh");
-  return value;
-}
-
-/// The output of a shell command, and its status.
-std::pair<int, std::string> run(std::string const& command) {
-  std::string out;
-  auto* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe);
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using s3_test::env;
+using s3_test::proxy_stats;
+using s3_test::run;
 
 /// Sets the proxy's faults (a JSON object) and zeroes its counters.
-void faults(std::string const& json) {
-  auto [status, out] =
-      run("curl -sS -X POST --data-binary '" + json + "' " + env("CAIRN_TEST_S3_PROXY") + "/__proxy/faults");
-  REQUIRE_MESSAGE(status == 0, out);
-}
-
-boost::json::object proxy_stats() {
-  auto [status, out] = run("curl -sS " + env("CAIRN_TEST_S3_PROXY") + "/__proxy/stats");
-  REQUIRE(status == 0);
-  return boost::json::parse(out).as_object();
-}
+void faults(std::string const& json) { s3_test::proxy("faults", json); }
 
 std::int64_t requests(boost::json::object const& stats, char const* operation) {
   auto const* n = stats.at("requests").as_object().if_contains(operation);
