@@ -51,13 +51,18 @@ public:
   [[nodiscard]] std::size_t limit() const noexcept { return limit_; }
 
 private:
+  // The forms of new and delete the default resource uses: aligned only past the default.
   void* do_allocate(std::size_t bytes, std::size_t alignment) override {
     charge(bytes);
-    return ::operator new(bytes, std::align_val_t(alignment));
+    if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) return ::operator new(bytes, std::align_val_t(alignment));
+    return ::operator new(bytes);
   }
   void do_deallocate(void* p, std::size_t bytes, std::size_t alignment) override {
     used_ -= bytes;
-    ::operator delete(p, bytes, std::align_val_t(alignment));
+    if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+      ::operator delete(p, std::align_val_t(alignment));
+    else
+      ::operator delete(p);
   }
   [[nodiscard]] bool do_is_equal(memory_resource const& other) const noexcept override { return this == &other; }
 
