@@ -50,6 +50,11 @@ aws s3 ls --recursive "$store/export/8/" | grep -q "/model.safetensors$" || fail
 # skipped, said, and never stop a resume.
 echo '{"iteration": 3, "files": {}}' >"$dir/stray.json"
 aws s3 cp "$dir/stray.json" "$store/checkpoints/.replaced-3/complete.json" >/dev/null 2>&1 || fail "awscli cannot upload"
+# A save of 12 dated an hour ahead (written where the clock runs ahead): said, and outranked by
+# the run's own save of 12, which removes it.
+ahead="gen-$(($(date +%s) * 1000 + 3600000))-ffffffff-1"
+echo '{"iteration": 12, "files": {}}' >"$dir/ahead.json"
+aws s3 cp "$dir/ahead.json" "$store/checkpoints/12/$ahead/complete.json" >/dev/null 2>&1 || fail "awscli cannot upload"
 
 # Resumed from the store: the losses after it are an uninterrupted run's, bitwise.
 # shellcheck disable=SC2086
@@ -59,6 +64,9 @@ grep -q "resumed from $store/checkpoints/8 at iteration 8" "$dir/second.log" ||
   { cat "$dir/second.log"; fail "not resumed from the store's checkpoint 8"; }
 grep -q "left $store/checkpoints/.replaced-3 alone" "$dir/second.log" ||
   { cat "$dir/second.log"; fail "the stray .replaced-3 was not reported"; }
+grep -q "after $store/checkpoints/12/$ahead, dated .* ahead of this host's clock" "$dir/second.log" ||
+  { cat "$dir/second.log"; fail "the save dated ahead was not reported"; }
+! aws s3 ls --recursive "$store/checkpoints/12/" | grep -q "$ahead" || fail "the save dated ahead is still there"
 losses "$dir/local.log" | sed -n '9,12p' >"$dir/expected"
 losses "$dir/second.log" >"$dir/got"
 [ -s "$dir/got" ] && cmp -s "$dir/expected" "$dir/got" ||

@@ -75,7 +75,22 @@ stop() {
     [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null
   done
 }
-trap stop EXIT
+# A step that hangs is shown before ctest's timeout (400 s) ends the test without a word: at
+# 300 s, what each job printed and what the cluster says of them, then every job of this test's
+# own cluster cancelled, so that the step waiting on one fails and names it.
+(
+  sleep 300 >/dev/null 2>&1
+  echo "slurm_train.sh: still running after 300 s; the jobs, their logs and the daemons' last lines:"
+  squeue -a -o "%i %j %T %M %R" 2>&1
+  for log in "$dir"/*.log; do
+    echo "== $log"
+    tail -n 30 "$log"
+  done
+  : >"$dir/watchdog"
+  scancel --user="$(id -un)" 2>&1
+) &
+watchdog=$!
+trap 'kill $watchdog 2>/dev/null; stop' EXIT
 slurmctld -i >/dev/null 2>&1 || skip "slurmctld does not start: $(tail -1 "$dir/slurmctld.log" 2>/dev/null)"
 slurmd >/dev/null 2>&1 || skip "slurmd does not start: $(tail -1 "$dir/slurmd.log" 2>/dev/null)"
 i=0
@@ -87,11 +102,11 @@ done
 
 # srun: two tasks train, then resume to a later iteration.
 # shellcheck disable=SC2086 # the overrides are words
-srun -n 2 -t 5 "$train" run.experiment_dir="$dir/srun" training.train_iters=8 $common >"$dir/srun.log" 2>&1 ||
+srun -n 2 -t 2 "$train" run.experiment_dir="$dir/srun" training.train_iters=8 $common >"$dir/srun.log" 2>&1 ||
   { cat "$dir/srun.log"; fail "srun -n 2 failed"; }
 [ -f "$dir/srun/checkpoints/8/rank_1.safetensors" ] || { cat "$dir/srun.log"; fail "no checkpoint 8 of 2 ranks"; }
 # shellcheck disable=SC2086
-srun -n 2 -t 5 "$train" run.experiment_dir="$dir/srun" training.train_iters=12 $common >"$dir/srun2.log" 2>&1 ||
+srun -n 2 -t 2 "$train" run.experiment_dir="$dir/srun" training.train_iters=12 $common >"$dir/srun2.log" 2>&1 ||
   { cat "$dir/srun2.log"; fail "the resumed srun job failed"; }
 grep -q "resumed from .*checkpoints/8 at iteration 8" "$dir/srun2.log" || { cat "$dir/srun2.log"; fail "not resumed"; }
 
@@ -108,7 +123,7 @@ EOF
 }
 # shellcheck source=wait_for.sh
 . "$here/wait_for.sh"
-still_running() { true; } # the job's state is what the tests wait for
+still_running() { [ ! -f "$dir/watchdog" ]; } # the job's state is what the tests wait for
 give_up() {
   scancel "$job"
   cat "$dir/$name.log"

@@ -489,6 +489,51 @@ TEST_CASE("leftovers under a directory of saves on a store are cleaned or skippe
   CHECK(dir.clean().size() == 1); // the stray set aside, said again; nothing else
 }
 
+TEST_CASE("a generation dated ahead of this host's clock does not outrank this writer's saves; a newer writer's does") {
+  faults("{}");
+  auto s3 = backend();
+  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  auto marker = [](std::int64_t iteration) {
+    return R"({"iteration": )" + std::to_string(iteration) + R"(, "files": {}})";
+  };
+  auto save = [&](cairn::save_directory& dir, std::int64_t iteration) {
+    auto staged = dir.begin(iteration);
+    s3->write(cairn::io::open_location((staged / "rank_0.safetensors").string()).key, bytes_of("a save"));
+    return dir.commit(iteration);
+  };
+  SUBCASE("dated ahead: passed, then removed as an older writer's") {
+    auto root = fresh("experiment") + "/checkpoints";
+    auto url = "s3://" + env("CAIRN_TEST_S3_BUCKET") + "/" + root;
+    // A save of 6 dated an hour ahead (a host whose clock runs ahead, or copied in).
+    cairn::save_generation ahead{now + 3'600'000, "ffffffff", 1};
+    s3->write(root + "/6/" + ahead.name() + "/complete.json", bytes_of(marker(6)));
+    cairn::save_directory dir(url);
+    dir.set_writer(now - 5000, "12345678");
+    auto moved = dir.pass_future_generations();
+    REQUIRE(moved);
+    CHECK(moved->find(url + "/6/" + ahead.name()) != std::string::npos);
+    CHECK(moved->find("ahead of this host's clock") != std::string::npos);
+    CHECK_FALSE(dir.pass_future_generations()); // past it now
+    auto six = save(dir, 6);
+    CHECK(dir.resolved(6) == six);
+    CHECK(six.filename().string().starts_with("gen-" + std::to_string(ahead.since + 1) + "-12345678-"));
+    CHECK_FALSE(s3->size(root + "/6/" + ahead.name() + "/complete.json"));
+  }
+  SUBCASE("dated after this writer took the experiment, before now: a newer writer's, left ahead") {
+    auto root = fresh("experiment") + "/checkpoints";
+    auto url = "s3://" + env("CAIRN_TEST_S3_BUCKET") + "/" + root;
+    cairn::save_generation newer_writer{now - 1000, "eeeeeeee", 1};
+    s3->write(root + "/7/" + newer_writer.name() + "/complete.json", bytes_of(marker(7)));
+    cairn::save_directory dir(url);
+    dir.set_writer(now - 5000, "12345678");
+    CHECK_FALSE(dir.pass_future_generations());
+    save(dir, 7);
+    CHECK(dir.resolved(7) == std::filesystem::path(url + "/7/" + newer_writer.name()));
+    CHECK(s3->size(root + "/7/" + newer_writer.name() + "/complete.json"));
+  }
+}
+
 TEST_CASE("the AWS command-line tool reads what cairn wrote, and cairn reads what it wrote") {
   if (run("test -x /usr/bin/aws").first != 0) {
     MESSAGE("skipped: no /usr/bin/aws (scripts/install-deps.sh installs awscli)");

@@ -132,6 +132,15 @@ public:
   /// its random name. By default, the time this object was made and a name of its own.
   CAIRN_DECL void set_writer(std::int64_t since, std::string writer);
 
+  /// On a store without rename: moves this writer's `since` past the generations dated after
+  /// this host's clock (written on a host whose clock runs ahead, or copied in from elsewhere),
+  /// which would otherwise outrank every save this writer makes of their iterations and never be
+  /// removed by it. Generations dated between `since` and now do not move it: their writer took
+  /// the experiment after this one (its lease was lost), and this writer must not outrank it. A
+  /// lock's holder calls this once, right after taking the lock. Returns what it moved past, for
+  /// the caller to report; nothing with rename or when no generation is dated ahead.
+  CAIRN_DECL std::optional<std::string> pass_future_generations();
+
   /// The iterations of the saves holding a marker, ascending.
   [[nodiscard]] CAIRN_DECL std::vector<std::int64_t> complete() const;
 

@@ -185,12 +185,7 @@ private:
 
   /// Rank 0 takes the experiment directory, once: before it resumes, checks or saves anything.
   /// The saves it writes on a store are named by the lock's holder from then on.
-  void lock() {
-    if (lock_ || experiment_dir_.empty()) return;
-    lock_.emplace(experiment_dir_);
-    checkpoints_.set_writer(lock_->since(), lock_->holder_name());
-    exports_.set_writer(lock_->since(), lock_->holder_name());
-  }
+  CAIRN_DECL void lock();
 
   /// Rank 0 removes what a failed save left, as well as it can.
   CAIRN_DECL void abandon(save_directory& dir, std::int64_t iteration);

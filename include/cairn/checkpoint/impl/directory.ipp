@@ -218,6 +218,39 @@ CAIRN_DECL void save_directory::set_writer(std::int64_t since, std::string write
   writer_ = std::move(writer);
 }
 
+CAIRN_DECL std::optional<std::string> save_directory::pass_future_generations() {
+  if (renames()) return std::nullopt;
+  auto now = detail::unix_milliseconds();
+  std::optional<save_generation> newest;
+  std::filesystem::path where;
+  auto consider = [&](std::filesystem::path const& save, std::string_view name) {
+    auto generation = save_generation::parse(name);
+    if (generation && generation->since > now && (!newest || generation->since > newest->since)) {
+      newest = generation;
+      where = save / name;
+    }
+  };
+  if (auto keys = storage_.backend->list_all(storage_.key)) {
+    for (auto const& key : *keys) { // <iteration>/gen-…/<file>
+      auto first = key.name.find('/');
+      auto second = first == std::string::npos ? first : key.name.find('/', first + 1);
+      if (second == std::string::npos || !iteration_of(std::string_view(key.name).substr(0, first))) continue;
+      consider(root_ / key.name.substr(0, first), std::string_view(key.name).substr(first + 1, second - first - 1));
+    }
+  } else {
+    for (auto const& [iteration, dir] : numbered(""))
+      for (auto const& entry : storage_.backend->list(key_of(dir)))
+        if (entry.directory) consider(dir, entry.name);
+  }
+  if (!newest || newest->since < since_) return std::nullopt;
+  auto was = since_;
+  since_ = newest->since + 1;
+  return "this writer's saves are dated " + std::to_string(since_) + " instead of " + std::to_string(was) +
+         " (unix milliseconds), after " + where.string() + ", dated " + std::to_string(newest->since - now) +
+         " ms ahead of this host's clock (written where the clock runs ahead, or copied in): otherwise it would "
+         "outrank this run's saves of its iteration";
+}
+
 CAIRN_DECL bool save_directory::exists(std::filesystem::path const& path) const { return detail::present(path); }
 
 CAIRN_DECL std::string save_directory::key_of(std::filesystem::path const& path) const {

@@ -345,6 +345,15 @@ CAIRN_DECL void basic_checkpoint_manager::commit_pending() {
          pending_finite_);
 }
 
+CAIRN_DECL void basic_checkpoint_manager::lock() {
+  if (lock_ || experiment_dir_.empty()) return;
+  lock_.emplace(experiment_dir_);
+  for (auto* dir : {&checkpoints_, &exports_}) {
+    dir->set_writer(lock_->since(), lock_->holder_name());
+    if (auto moved = dir->pass_future_generations()) emit(severity::warning, {dir->root().string(), *moved});
+  }
+}
+
 CAIRN_DECL std::filesystem::path basic_checkpoint_manager::stage(save_directory& dir, std::int64_t iteration) {
   std::string staged;
   comm::all_succeed(comm_, "cannot prepare the save of " + dir.path(iteration).string(), [&] {
