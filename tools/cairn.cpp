@@ -10,9 +10,11 @@
 #include <cairn/config/json.hpp>
 #include <cairn/io.hpp>
 #include <cairn/io/storage.hpp>
+#include <cairn/progress.hpp>
 
 #include <boost/json/value.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -29,7 +31,9 @@ constexpr char const* usage = R"(usage: cairn COMMAND ...
 
 commands:
   inspect PATH              format, completeness, metadata, config and every tensor (name, dtype,
-                            shape, bytes) of a checkpoint directory or a .safetensors file, totals
+                            shape, bytes) of a checkpoint directory or a .safetensors file, totals;
+                            of an experiment directory, each save and export (iteration, kind,
+                            complete, finite, files, size)
   verify [--require-checksums] PATH
                             exit 0 if the save is complete (its completion marker, when it is one
                             of an experiment's saves) and every file intact and consistent with
@@ -131,6 +135,69 @@ boost::json::value read_json(std::filesystem::path const& path) {
   return cairn::parse_json(where.backend->read_all(where.key, cairn::max_config_file_size), path.string());
 }
 
+/// `n` and `noun`, plural unless `n` is 1: "1 rank", "2 ranks".
+std::string counted(std::uint64_t n, std::string_view noun) {
+  return std::to_string(n) + " " + std::string(noun) + (n == 1 ? "" : "s");
+}
+
+/// Whether `path` is an experiment directory: no checkpoint itself, but a folder of saves or of
+/// exports under it.
+bool is_experiment(std::filesystem::path const& path) {
+  cairn::experiment_layout experiment{path};
+  return is_folder(experiment.checkpoints()) || is_folder(experiment.exports());
+}
+
+/// `inspect` of an experiment directory: a line for each save and export (iteration, kind,
+/// complete or why not, finite, files, size), oldest first.
+int inspect_experiment(std::filesystem::path const& path) {
+  cairn::experiment_layout experiment{path};
+  std::printf("experiment: %s\n", shown(path.string()).c_str());
+  for (auto const& folder : {experiment.checkpoints(), experiment.exports()}) {
+    if (!is_folder(folder)) continue;
+    cairn::save_directory dir(folder);
+    auto where = cairn::io::open_location(folder.string());
+    std::vector<std::int64_t> iterations;
+    std::uint64_t others = 0;
+    for (auto const& entry : where.backend->list(where.key)) {
+      if (auto iteration = cairn::save_directory::iteration_of(entry.name); iteration && entry.directory && !entry.link)
+        iterations.push_back(*iteration);
+      else
+        ++others;
+    }
+    std::sort(iterations.begin(), iterations.end());
+    std::printf("%s: %s\n", shown(folder.string()).c_str(), counted(iterations.size(), "save").c_str());
+    for (auto iteration : iterations) {
+      std::string kind = "-", finite = "-", size = "-";
+      auto problem = dir.problem(iteration);
+      if (!problem) {
+        auto marker = read_json(dir.resolved(iteration) / cairn::completion_marker);
+        static boost::json::object const none;
+        auto const& object = marker.is_object() ? marker.get_object() : none; // checked by problem()
+        if (auto const* k = object.if_contains("kind"); k && k->is_string()) kind = std::string(k->as_string());
+        auto const* flag = object.if_contains("finite");
+        finite = flag && flag->is_bool() && !flag->as_bool() ? "no" : "yes";
+        std::uint64_t files = 0, bytes = 0;
+        if (auto const* listed = object.if_contains("files"); listed && listed->is_object())
+          for (auto const& [name, file] : listed->as_object()) {
+            ++files;
+            if (auto const* n = file.is_object() ? file.as_object().if_contains("size") : nullptr; n && n->is_uint64())
+              bytes += n->as_uint64();
+            else if (n && n->is_int64() && n->as_int64() >= 0)
+              bytes += static_cast<std::uint64_t>(n->as_int64());
+          }
+        size = counted(files, "file") + ", " + cairn::size_text(static_cast<double>(bytes));
+      }
+      std::printf("  %-10lld %-11s complete: %-3s finite: %-3s %s\n", static_cast<long long>(iteration),
+                  shown(kind).c_str(), problem ? "no" : "yes", finite.c_str(), size.c_str());
+      if (problem) std::printf("             %s\n", shown(*problem).c_str());
+    }
+    if (others > 0)
+      std::printf("  and %s that %s no save (staging, set aside, or named otherwise)\n",
+                  counted(others, "other entry").c_str(), others == 1 ? "is" : "are");
+  }
+  return 0;
+}
+
 int inspect(std::filesystem::path const& given) {
   auto path = cairn::resolve_save(given); // a save on a store: its newest complete generation
   if (!stored(path)) {
@@ -138,6 +205,7 @@ int inspect(std::filesystem::path const& given) {
     return 1;
   }
   auto format = cairn::detect_format(path);
+  if (!format && !cairn::save_status(path).is_save && is_experiment(path)) return inspect_experiment(path);
   std::printf("format: %s\n", kind_of(path, format).c_str());
   auto save = cairn::save_status(path);
   if (save.is_save) std::printf("complete: %s\n", save.problem ? save.problem->c_str() : "yes");
@@ -147,14 +215,16 @@ int inspect(std::filesystem::path const& given) {
     std::string shards;
     for (auto const& s : metadata.shard_names) shards += (shards.empty() ? "" : ", ") + s;
     std::printf("state shards: %s\n", shown(shards).c_str());
-    if (metadata.world_size() > 0) std::printf("saved by %lld ranks\n", static_cast<long long>(metadata.world_size()));
+    if (metadata.world_size() > 0)
+      std::printf("saved by %s\n", counted(static_cast<std::uint64_t>(metadata.world_size()), "rank").c_str());
     std::printf("metadata: %s\n", cairn::to_compact_json(metadata.metadata).c_str());
     std::printf("config: %s", cairn::to_pretty_json(metadata.config).c_str());
   } else if (format == cairn::checkpoint_format::external) {
     std::printf("config: %s", cairn::to_pretty_json(read_json(cairn::formats::external_config(path))).c_str());
     if (auto index = path / "model.safetensors.index.json"; stored(index)) {
       auto read = cairn::io::read_index(index);
-      std::printf("index: %zu tensors in %zu files\n", read.weight_map.size(), read.files().size());
+      std::printf("index: %s in %s\n", counted(read.weight_map.size(), "tensor").c_str(),
+                  counted(read.files().size(), "file").c_str());
     }
   }
   std::uint64_t tensors = 0, elements = 0, bytes = 0;
@@ -175,9 +245,8 @@ int inspect(std::filesystem::path const& given) {
       bytes += t.byte_size();
     }
   }
-  std::printf("total: %zu files, %llu tensors, %llu elements, %llu bytes\n", files.size(),
-              static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(elements),
-              static_cast<unsigned long long>(bytes));
+  std::printf("total: %s, %s, %s, %s\n", counted(files.size(), "file").c_str(), counted(tensors, "tensor").c_str(),
+              counted(elements, "element").c_str(), counted(bytes, "byte").c_str());
   // As `verify` would: a save that is not complete, or a directory of no checkpoint, is not a
   // good checkpoint.
   auto problem = save.problem ? save.problem : cairn::not_a_checkpoint(path);
@@ -206,15 +275,15 @@ int verify(std::vector<std::string> const& args) {
   for (auto const& n : report.notes) std::fprintf(stderr, "cairn verify: note: %s\n", shown_message(n).c_str());
   for (auto const& p : report.problems) std::fprintf(stderr, "cairn verify: %s\n", shown_message(p).c_str());
   if (!report.ok()) return 1;
-  std::printf("%s: ok (%zu files%s)\n", path.c_str(), report.files,
+  std::printf("%s: ok (%s%s)\n", path.c_str(), counted(report.files, "file").c_str(),
               report.notes.empty() ? "" : "; structure only where no checksums are recorded");
   return 0;
 }
 
 /// `plan`'s text: what reshards, then each rank's reads.
 void print_load_plan(std::filesystem::path const& dir, cairn::run_layout const& run, cairn::load_plan const& plan) {
-  std::printf("checkpoint %s (%s) into a run of %lld ranks\n", dir.c_str(), cairn::format_name(plan.format),
-              static_cast<long long>(run.world_size()));
+  std::printf("checkpoint %s (%s) into a run of %s\n", dir.c_str(), cairn::format_name(plan.format),
+              counted(static_cast<std::uint64_t>(run.world_size()), "rank").c_str());
   if (plan.same_layout)
     std::printf("layout: the saving one; each rank reads its own shards (replicated ones from their writer)\n");
   else if (plan.format == cairn::checkpoint_format::state_dict)
@@ -227,8 +296,8 @@ void print_load_plan(std::filesystem::path const& dir, cairn::run_layout const& 
     std::uint64_t total = 0; // saturating: a hostile layout may ask for more than 2^64 bytes
     for (auto const& read : plan.reads[r])
       if (__builtin_add_overflow(total, read.bytes, &total)) total = UINT64_MAX;
-    std::printf("rank %zu reads %llu bytes from %zu files\n", r, static_cast<unsigned long long>(total),
-                plan.reads[r].size());
+    std::printf("rank %zu reads %s from %s\n", r, counted(total, "byte").c_str(),
+                counted(plan.reads[r].size(), "file").c_str());
     for (auto const& read : plan.reads[r])
       std::printf("  %-32s %12llu bytes\n", shown(read.file).c_str(), static_cast<unsigned long long>(read.bytes));
   }

@@ -72,6 +72,11 @@ losses "$dir/second.log" >"$dir/got"
 [ -s "$dir/got" ] && cmp -s "$dir/expected" "$dir/got" ||
   { diff "$dir/expected" "$dir/got"; fail "the resumed losses differ from the uninterrupted run's"; }
 
+# The experiment on the store, listed: its saves and exports, complete.
+"$tool" inspect "$store" >"$dir/experiment.log" 2>&1 || { cat "$dir/experiment.log"; fail "cairn inspect of the experiment failed"; }
+grep -q "^  12 *checkpoint  complete: yes finite: yes 3 files" "$dir/experiment.log" &&
+  grep -q "^  8 *export  *complete: yes" "$dir/experiment.log" || { cat "$dir/experiment.log"; fail "the experiment's listing"; }
+
 # What cairn wrote, downloaded by awscli, verifies and loads as a local save.
 aws s3 cp --recursive "$store/checkpoints/12" "$dir/down/checkpoints/12" >/dev/null 2>&1 ||
   fail "awscli cannot download checkpoint 12"

@@ -470,7 +470,28 @@ TEST_CASE("a shutdown exits 0 after its checkpoint; an export inspects, verifies
   CHECK(inspect.output.find("regressor.weight") != std::string::npos);
   CHECK(inspect.output.find("model.layers.0.weight") != std::string::npos);
   CHECK(tool({"verify", exported.string()}, tmp / "verify").status == 0);
-  CHECK(tool({"verify", (dir / "checkpoints" / "12").string()}, tmp / "verify2").status == 0);
+  auto verified = tool({"verify", (dir / "checkpoints" / "12").string()}, tmp / "verify2");
+  CHECK(verified.status == 0);
+  CHECK(verified.output.find("ok (2 files)") != std::string::npos);
+
+  // The experiment directory: a line for each save and export, an unfinished one with its reason.
+  std::filesystem::create_directories(dir / "checkpoints" / "16");
+  auto listed = tool({"inspect", dir.string()}, tmp / "inspect-experiment");
+  CHECK(listed.status == 0);
+  INFO(listed.output);
+  auto line = [&](std::string const& start) {
+    auto at = listed.output.find(start);
+    return at == std::string::npos ? std::string() : listed.output.substr(at, listed.output.find('\n', at) - at);
+  };
+  CHECK(listed.output.find("experiment: " + dir.string() + "\n") != std::string::npos);
+  CHECK(listed.output.find((dir / "checkpoints").string() + ": 4 saves\n") != std::string::npos);
+  CHECK(line("  8 ").find("checkpoint  complete: yes finite: yes 3 files, ") != std::string::npos);
+  CHECK(line("  12 ").find("checkpoint  complete: yes finite: yes 3 files, ") != std::string::npos);
+  CHECK(line("  16 ").find("complete: no ") != std::string::npos);
+  CHECK(listed.output.find("no completion marker") != std::string::npos);
+  CHECK(listed.output.find((dir / "export").string() + ": ") != std::string::npos);
+  CHECK(listed.output.rfind("export      complete: yes finite: yes") != std::string::npos);
+  std::filesystem::remove(dir / "checkpoints" / "16");
 
   // A new run (of another width in its own config) initialises from the export: load_config
   // "architecture" takes the export's sizes.
@@ -500,6 +521,8 @@ TEST_CASE("a shutdown exits 0 after its checkpoint; an export inspects, verifies
   REQUIRE(continued.status == 0);
   CHECK(continued.output.find("resumed from " + (tmp / "fine-tune-2" / "checkpoints" / "2").string()) !=
         std::string::npos);
+  auto one_rank = tool({"inspect", (tmp / "fine-tune-2" / "checkpoints" / "4").string()}, tmp / "inspect3");
+  CHECK(one_rank.output.find("saved by 1 rank\n") != std::string::npos);
   // Without model_weights, the pretrained config applies and the weights are initialised.
   auto config_only = train(1, tmp / "config-only", plus(fine_tune, {"pretrained.model_weights=false"}));
   REQUIRE(config_only.status == 0);
