@@ -278,8 +278,10 @@ TEST_CASE("generations (a store's saves, downloaded): the newest complete one is
   CHECK(cairn::save_generation::parse(newer.name()) == newer);
   CHECK(old < newer);
   CHECK(cairn::save_generation{2000, "bbbbbbbb", 10} > cairn::save_generation{2000, "bbbbbbbb", 9});
-  for (auto bad : {"gen-", "gen-1-x-1", "gen-01-ab-1", "gen-1-ab", "gen-1-AB-1", "gen--ab-1", "1-ab-1"})
-    CHECK_FALSE(cairn::save_generation::parse(bad));
+  for (auto bad : {"gen-", "gen-1-x-1", "gen-01-ab-1", "gen-1-ab", "gen-1-AB-1", "gen--ab-1", "1-ab-1",
+                   "gen-9223372036854775807-ab-1", "gen-1000000000000001-ab-1", "gen-1-ab-1000000000000001"})
+    CHECK_FALSE(cairn::save_generation::parse(bad)); // dates and counts past max_number are no generation's
+  CHECK(cairn::save_generation::parse("gen-1000000000000000-ab-1000000000000000"));
 
   generation(5, old, true, "old");
   auto second = generation(5, newer, true, "newer");

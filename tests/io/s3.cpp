@@ -520,6 +520,24 @@ TEST_CASE("a generation dated ahead of this host's clock does not outrank this w
     CHECK(six.filename().string().starts_with("gen-" + std::to_string(ahead.since + 1) + "-12345678-"));
     CHECK_FALSE(s3->size(root + "/6/" + ahead.name() + "/complete.json"));
   }
+  SUBCASE("dated past any clock: no generation, or one that cannot be passed, said") {
+    auto root = fresh("experiment") + "/checkpoints";
+    auto url = "s3://" + env("CAIRN_TEST_S3_BUCKET") + "/" + root;
+    // Past what a generation's name may hold (an int64's largest): no generation at all.
+    s3->write(root + "/12/gen-9223372036854775807-ffffffff-1/complete.json", bytes_of(marker(12)));
+    cairn::save_directory dir(url);
+    dir.set_writer(now - 5000, "12345678");
+    CHECK_FALSE(dir.pass_future_generations());
+    auto twelve = save(dir, 12);
+    CHECK(dir.resolved(12) == twelve);
+    // The latest date a generation may have: said, never overflowed past.
+    cairn::save_generation last{cairn::save_generation::max_number, "ffffffff", 1};
+    s3->write(root + "/13/" + last.name() + "/complete.json", bytes_of(marker(13)));
+    auto said = dir.pass_future_generations();
+    REQUIRE(said);
+    CHECK(said->find("the latest date a generation may have") != std::string::npos);
+    CHECK(dir.resolved(12) == twelve);
+  }
   SUBCASE("dated after this writer took the experiment, before now: a newer writer's, left ahead") {
     auto root = fresh("experiment") + "/checkpoints";
     auto url = "s3://" + env("CAIRN_TEST_S3_BUCKET") + "/" + root;

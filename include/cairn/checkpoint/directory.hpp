@@ -48,6 +48,10 @@ struct save_generation {
   std::string writer;
   std::int64_t number = 0;
 
+  /// The largest `since` and `number` a generation's name may hold (10^15: milliseconds past the
+  /// year 33000), so that a writer moving past one (pass_future_generations) never overflows.
+  static constexpr std::int64_t max_number = 1'000'000'000'000'000;
+
   /// `gen-<since>-<writer>-<number>`.
   [[nodiscard]] CAIRN_DECL std::string name() const;
   /// The generation a folder named `name` is, when it is one.

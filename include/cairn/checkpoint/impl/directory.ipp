@@ -189,7 +189,7 @@ CAIRN_DECL std::optional<save_generation> save_generation::parse(std::string_vie
   auto number = [](std::string_view text, std::int64_t& value) {
     auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), value);
     return status == std::errc() && end == text.data() + text.size() && !text.empty() && value >= 0 &&
-           std::to_string(value) == text;
+           value <= save_generation::max_number && std::to_string(value) == text;
   };
   auto writer = name.substr(first + 1, last - first - 1);
   if (!number(name.substr(0, first), out.since) || !number(name.substr(last + 1), out.number) || writer.empty() ||
@@ -243,6 +243,10 @@ CAIRN_DECL std::optional<std::string> save_directory::pass_future_generations() 
         if (entry.directory) consider(dir, entry.name);
   }
   if (!newest || newest->since < since_) return std::nullopt;
+  if (newest->since >= save_generation::max_number)
+    return where.string() + " is dated " + std::to_string(newest->since) +
+           " (unix milliseconds), the latest date a generation may have: no save of this writer's can be newer, and "
+           "it stays the save of its iteration until it is removed by hand";
   auto was = since_;
   since_ = newest->since + 1;
   return "this writer's saves are dated " + std::to_string(since_) + " instead of " + std::to_string(was) +
