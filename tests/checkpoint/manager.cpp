@@ -546,6 +546,42 @@ TEST_CASE("a rank file copied from another save (same size) is refused: resume f
   CHECK_KIND(load_checkpoint(resumed_state, comm, load), cairn::checkpoint_errc::refused);
 }
 
+TEST_CASE("a newer generation of an iteration that does not load gives way to an older complete one of it") {
+  // A store's layout (downloaded, or on the store itself): the save of 6 as a generation, and a
+  // newer generation of 6 that is refused before loading, or fails to load.
+  temp_dir tmp;
+  comm::single_process comm;
+  auto state = manager_test::make(0, 1, 0);
+  auto cfg = finished_run(tmp.path, comm, state, 6);
+  auto six = tmp / "checkpoints" / "6";
+  auto good = six / cairn::save_generation{1000, "aaaaaaaa", 1}.name();
+  std::filesystem::rename(six, tmp / "six");
+  std::filesystem::create_directories(six);
+  std::filesystem::rename(tmp / "six", good);
+  auto newer = six / cairn::save_generation{2000, "bbbbbbbb", 1}.name();
+  SUBCASE("refused before loading: a marker that does not parse") {
+    std::filesystem::create_directories(newer);
+    std::ofstream(newer / completion_marker) << "";
+  }
+  SUBCASE("failing to load: a byte of its data altered, its marker's sizes and headers the same") {
+    std::filesystem::copy(good, newer);
+    auto file = newer / "rank_0.safetensors";
+    auto bytes = read_text(file);
+    bytes.back() = static_cast<char>(bytes.back() ^ 1);
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  CHECK(cairn::resolve_save(six) == newer);
+  captured log;
+  manager m(cfg, tmp.path, comm);
+  auto resumed_state = manager_test::make(0, 1, 0);
+  auto resumed = m.resume(resumed_state);
+  REQUIRE(resumed);
+  CHECK(resumed->iteration == 6);
+  CHECK(manager_test::mismatches(resumed_state, 6) == 0);
+  CHECK((log.has(severity::warning, newer.string() + ": skipped") ||
+         log.has(severity::warning, newer.string() + ": skipped, it does not load")));
+}
+
 TEST_CASE("a stop signal ends the run after the current iteration, with a checkpoint there") {
   temp_dir tmp;
   comm::single_process comm;

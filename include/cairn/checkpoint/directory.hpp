@@ -148,6 +148,11 @@ public:
   /// The iterations of the saves holding a marker, ascending.
   [[nodiscard]] CAIRN_DECL std::vector<std::int64_t> complete() const;
 
+  /// Every folder holding a marker of the save at `iteration`, in the order `resolved` prefers
+  /// them: `path(iteration)` itself when its marker is in place, then its generations that hold
+  /// one, newest first. What a resume falls back through when the newest does not load.
+  [[nodiscard]] CAIRN_DECL std::vector<std::filesystem::path> complete_folders(std::int64_t iteration) const;
+
   /// Directories holding a marker under a name that is not an iteration (`0008`, `+8`, `8.bak`):
   /// saves renamed by hand, never resumed from nor deleted, which a resume reports.
   [[nodiscard]] CAIRN_DECL std::vector<std::filesystem::path> misnamed() const;

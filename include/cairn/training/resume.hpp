@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cairn {
@@ -32,18 +33,24 @@ struct resumed_checkpoint {
 struct resume_candidates_found {
   std::vector<std::int64_t> loadable; ///< newest first
   std::vector<std::string> refused;   ///< "<path>: <why>", newest first
+  /// The folders of the saves in `loadable`, in the order a resume tries them: newest iteration
+  /// first, and within one the folder `save_directory::resolved` gives first, then the older
+  /// complete generations of that iteration (on a store). Empty: `loadable`, each resolved.
+  std::vector<std::pair<std::int64_t, std::string>> folders;
 };
 
 /// The complete saves of `checkpoints` (those holding a completion marker), newest first, after
 /// removing what interrupted saves left in every directory of `cleaned` (each removal a
 /// warning). A save whose marker lists files that are missing, of another size or of another
-/// save is refused with a warning. Rank 0's work: it touches the directories.
+/// save is refused with a warning; on a store, an older complete generation of its iteration
+/// is then a candidate in its place. Rank 0's work: it touches the directories.
 CAIRN_DECL resume_candidates_found resume_candidates(save_directory const& checkpoints,
                                                      std::vector<save_directory> cleaned);
 
-/// Loads into `state` the newest of `found.loadable` (rank 0's lists) that loads, weights and
+/// Loads into `state` the first of `found.folders` (rank 0's lists) that loads, weights and
 /// optimizer state, in any layout; a checkpoint that does not load (a missing file, a bad
-/// checksum) is skipped with a warning for the next older one. Nothing when the directory holds
+/// checksum) is skipped with a warning for the next one (an older generation of its iteration,
+/// or the next older iteration). Nothing when the directory holds
 /// no complete checkpoint at all. When it holds some and none loads (each refused before
 /// loading, or failing to load), an error naming each and why, on every rank: a run never
 /// starts over silently beside checkpoints it could not read, nor lets retention delete them.

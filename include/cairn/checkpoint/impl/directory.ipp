@@ -293,6 +293,15 @@ CAIRN_DECL std::vector<std::int64_t> save_directory::complete() const {
   return out;
 }
 
+CAIRN_DECL std::vector<std::filesystem::path> save_directory::complete_folders(std::int64_t iteration) const {
+  auto dir = path(iteration);
+  std::vector<std::filesystem::path> out;
+  if (exists(dir / completion_marker)) out.push_back(dir);
+  for (auto const& generation : detail::generations_in(detail::entries_of(dir)))
+    if (auto folder = dir / generation.name(); exists(folder / completion_marker)) out.push_back(folder);
+  return out;
+}
+
 CAIRN_DECL std::vector<std::filesystem::path> save_directory::misnamed() const {
   std::vector<std::filesystem::path> out;
   for (auto const& entry : storage_.backend->list(storage_.key)) {

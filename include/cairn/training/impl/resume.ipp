@@ -42,12 +42,17 @@ CAIRN_DECL resume_candidates_found resume_candidates(save_directory const& check
   }
   auto complete = checkpoints.complete();
   for (auto it = complete.rbegin(); it != complete.rend(); ++it) {
-    if (auto problem = checkpoints.problem(*it)) {
-      emit(severity::warning, {checkpoints.path(*it).string(), "skipped: " + *problem});
-      out.refused.push_back(checkpoints.path(*it).string() + ": " + *problem);
-    } else {
-      out.loadable.push_back(*it);
+    bool any = false;
+    for (auto const& folder : checkpoints.complete_folders(*it)) {
+      if (auto problem = detail::save_problem(folder, *it)) {
+        emit(severity::warning, {folder.string(), "skipped: " + *problem});
+        out.refused.push_back(folder.string() + ": " + *problem);
+      } else {
+        out.folders.emplace_back(*it, folder.string());
+        any = true;
+      }
     }
+    if (any) out.loadable.push_back(*it);
   }
   return out;
 }
@@ -59,12 +64,18 @@ CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& c
   for (auto const& refused : found.refused) failures += "\n  " + refused;
   // Every rank learns from rank 0 why the saves it refused were refused.
   failures = comm::broadcast_string(comm, failures);
-  for (auto iteration : comm::broadcast_integers(comm, found.loadable)) {
+  std::vector<std::int64_t> iterations;
+  for (auto const& candidate : found.folders) iterations.push_back(candidate.first);
+  if (found.folders.empty()) iterations = found.loadable; // each resolved when its turn comes
+  iterations = comm::broadcast_integers(comm, iterations);
+  for (std::size_t i = 0; i < iterations.size(); ++i) {
+    auto iteration = iterations[i];
     checkpoint_load_config load;
-    // The folder that holds it (on a store, its newest complete generation), as rank 0 found it.
+    // The folder that holds it (on a store, a complete generation), as rank 0 found it.
     std::string folder;
     comm::all_succeed(comm, "cannot look for " + checkpoints.path(iteration).string(), [&] {
-      if (comm.rank() == 0) folder = checkpoints.resolved(iteration).string();
+      if (comm.rank() != 0) return;
+      folder = i < found.folders.size() ? found.folders[i].second : checkpoints.resolved(iteration).string();
     });
     load.path = comm::broadcast_string(comm, folder);
     load.format = checkpoint_format::distributed;
