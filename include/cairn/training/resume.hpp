@@ -50,11 +50,10 @@ CAIRN_DECL resume_candidates_found resume_candidates(save_directory const& check
 /// Loads into `state` the first of `found.folders` (rank 0's lists) that loads, weights and
 /// optimizer state, in any layout; a checkpoint that does not load (a missing file, a bad
 /// checksum) is skipped with a warning for the next one (an older generation of its iteration,
-/// or the next older iteration). Nothing when the directory holds
-/// no complete checkpoint at all. When it holds some and none loads (each refused before
-/// loading, or failing to load), an error naming each and why, on every rank: a run never
-/// starts over silently beside checkpoints it could not read, nor lets retention delete them.
-/// Collective.
+/// or the next older iteration). Nothing when the directory holds no complete checkpoint at
+/// all. When it holds some and none loads (each refused before loading, or failing to load),
+/// an error naming each and why, on every rank: a run never starts over silently beside
+/// checkpoints it could not read, nor lets retention delete them. Collective.
 CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& checkpoints,
                                                          resume_candidates_found found, model_state& state,
                                                          comm::communicator_ref comm, verification verify);
