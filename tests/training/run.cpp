@@ -2,6 +2,7 @@
 // starts the run (resumed, else pretrained, else fresh) and says why it stops.
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/state.hpp>
+#include <cairn/comm/gloo.hpp>
 #include <cairn/comm/single_process.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/training/run.hpp>
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "forked_ranks.hpp"
 #include "io/temp_dir.hpp"
 
 namespace {
@@ -127,4 +129,44 @@ TEST_CASE("the test hook raises the signal it names after the iteration it names
   auto cfg = config(tmp / "other");
   CHECK_THROWS_AS(cairn::training_run(cfg, &tiny_config::model, comm), cairn::config_error);
   ::unsetenv("CAIRN_TEST_SIGNAL");
+}
+
+TEST_CASE("ranks holding one same part of a parameter, not replicated, are refused at start, before step one") {
+  // Data parallelism without `replicated`: every rank builds the whole state. It used to train
+  // until the first save, which failed on every rank naming neither the fix nor the step.
+  temp_dir tmp;
+  auto status = forked_ranks::run(2, [&](int) {
+    auto gloo = cairn::comm::gloo_from_environment(std::chrono::seconds(30));
+    auto cfg = config(tmp / "data-parallel");
+    cairn::training_run run(cfg, &tiny_config::model, gloo);
+    auto state = state_of(cfg.model, 1);
+    try {
+      run.start(state);
+      std::fprintf(stderr, "started\n");
+      return 1;
+    } catch (cairn::error const& e) {
+      std::string what = e.what();
+      bool named = what.find("'w': the ranks' shards overlap in 4 elements (ranks 0 and 1 hold the same part of "
+                             "it") != std::string::npos &&
+                   what.find("mark it replicated") != std::string::npos;
+      if (!named) std::fprintf(stderr, "%s\n", what.c_str());
+      return named ? 0 : 2;
+    }
+  });
+  CHECK(status == 0);
+  CHECK_FALSE(std::filesystem::exists(tmp / "data-parallel" / "checkpoints"));
+  // Marked replicated, the same run starts, trains and saves.
+  status = forked_ranks::run(2, [&](int) {
+    auto gloo = cairn::comm::gloo_from_environment(std::chrono::seconds(30));
+    auto cfg = config(tmp / "replicated");
+    cairn::training_run run(cfg, &tiny_config::model, gloo);
+    auto state = state_of(cfg.model, 1);
+    state.parameters[0].layout.replicated = true;
+    if (run.start(state) != 0) return 1;
+    for (std::int64_t it = 1; it <= 6; ++it)
+      if (auto stop = run.step(it, state)) return it == 6 ? stop.exit_status() : 1;
+    return 1;
+  });
+  CHECK(status == 0);
+  CHECK(std::filesystem::exists(tmp / "replicated" / "checkpoints" / "2" / "complete.json"));
 }

@@ -281,9 +281,21 @@ CAIRN_DECL std::vector<std::string> tiling_problems(std::vector<rank_layout> con
     std::uint64_t covered = 0;
     for (auto const* p : parts) covered += p->numel();
     auto shared = detail::shared_elements(first.shape, parts);
-    if (shared > 0)
-      problems.push_back("'" + name + "': the ranks' shards overlap in " + std::to_string(shared) + " elements");
-    else if (covered != whole)
+    if (shared > 0) {
+      std::string text = "'" + name + "': the ranks' shards overlap in " + std::to_string(shared) + " elements";
+      // Two ranks holding one same part, not replicated: data parallelism without saying so.
+      for (std::size_t a = 0; a < holders.size() && !first.replicated; ++a) {
+        auto same = std::find_if(holders.begin() + static_cast<std::ptrdiff_t>(a) + 1, holders.end(),
+                                 [&](auto const& b) { return b.layout->shard == holders[a].layout->shard; });
+        if (same == holders.end()) continue;
+        text += " (ranks " + std::to_string(holders[a].rank) + " and " + std::to_string(same->rank) +
+                " hold the same part of it: where ranks hold the same values of a parameter, as in data "
+                "parallelism, mark it replicated: the `replicated` argument of add_parameter, adam_state or "
+                "place_on_grid, or `replicated = true` in its layout)";
+        break;
+      }
+      problems.push_back(std::move(text));
+    } else if (covered != whole)
       problems.push_back("'" + name + "': the ranks' shards hold " + std::to_string(covered) + " of its " +
                          std::to_string(whole) + " elements");
   }

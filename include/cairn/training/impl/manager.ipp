@@ -174,6 +174,17 @@ CAIRN_DECL void basic_checkpoint_manager::preflight(model_state const& state) {
   // The layouts agreed now, as the first save would (and kept for it); on rank 0 they are every
   // rank's, or the rules of every stage.
   auto agreed = cairn::detail::agree_layouts(state, comm_, &layouts_);
+  // Layouts that do not tile a parameter (two ranks holding one part, not marked replicated)
+  // are refused now, before step one, not at the first save. Every rank has every layout.
+  if (!agreed.checked && (config_.checkpoint.enabled() || config_.export_.enabled())) {
+    std::string problems;
+    for (auto const& problem : tiling_problems(agreed.ranks)) problems += "\n  " + problem;
+    if (!problems.empty())
+      throw checkpoint_error(checkpoint_errc::invalid_state,
+                             "the ranks' layouts do not describe the model exactly, which every save needs:" +
+                                 problems);
+    layouts_.checked = true;
+  }
   auto checkpoint_bytes = agreed.rules ? distributed_bytes(*agreed.rules, state.shard_names.size())
                                        : distributed_bytes(agreed.ranks, state.shard_names.size());
   auto export_bytes = whole_bytes(state.layout(), state.shard_names.size(), config_.export_.save_config({}));
