@@ -36,7 +36,36 @@ socket="$dir/munge/socket"
 munged --key-file="$dir/munge/key" --socket="$socket" --pid-file="$dir/munge/pid" --log-file="$dir/munge/log" \
   --seed-file="$dir/munge/seed" --force >/dev/null 2>&1 || skip "munged does not start: $(tail -1 "$dir/munge/log")"
 host=$(hostname -s)
-base=$((30000 + ($$ % 1000) * 20))
+# The daemons' ports: 20 in a row that nothing listens on now, below the kernel's range of
+# ephemeral ports (32768 and up: a concurrent test's server on port 0, or any outgoing connection,
+# may hold one there, and slurmctld then dies with "Address already in use"), above the trainers'
+# rendezvous ports (20000 + the job id).
+base=$(
+  python3 - "$$" <<'PY'
+import socket, sys
+start = int(sys.argv[1])
+for i in range(500):
+    base = 20100 + ((start + 7919 * i) % 500) * 20  # 20100 to 30080
+    held, free = [], True
+    for port in range(base, base + 20):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        held.append(s)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            free = False
+            break
+    for s in held:
+        s.close()
+    if free:
+        print(base)
+        sys.exit(0)
+sys.exit("no 20 free ports in a row in [20100, 30100)")
+PY
+) || {
+  kill "$(cat "$dir/munge/pid")" 2>/dev/null
+  skip "no ports for the daemons"
+}
 cpus=$(nproc)
 cat >"$dir/slurm.conf" <<EOF
 ClusterName=cairn-test
@@ -93,10 +122,14 @@ watchdog=$!
 trap 'kill $watchdog 2>/dev/null; stop' EXIT
 slurmctld -i >/dev/null 2>&1 || skip "slurmctld does not start: $(tail -1 "$dir/slurmctld.log" 2>/dev/null)"
 slurmd >/dev/null 2>&1 || skip "slurmd does not start: $(tail -1 "$dir/slurmd.log" 2>/dev/null)"
-i=0
-until sinfo -h -o %T 2>/dev/null | grep -q idle; do
-  i=$((i + 1))
-  [ $i -lt 300 ] || skip "the node does not come up: $(sinfo -h 2>&1 | tail -1)"
+# Up to 30 s for the node, each question bounded (sinfo retries an unreachable controller for
+# minutes), and at once if the controller ended (a port taken since it was chosen).
+started=$(date +%s)
+until timeout 5 sinfo -h -o %T 2>/dev/null | grep -q idle; do
+  if [ -f "$dir/slurmctld.pid" ] && ! kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
+    skip "slurmctld ended: $(tail -1 "$dir/slurmctld.log" 2>/dev/null)"
+  fi
+  [ $(($(date +%s) - started)) -lt 30 ] || skip "the node does not come up: $(timeout 5 sinfo -h 2>&1 | tail -1)"
   sleep 0.1
 done
 
