@@ -285,8 +285,9 @@ CAIRN_DECL std::vector<std::string> tiling_problems(std::vector<rank_layout> con
       std::string text = "'" + name + "': the ranks' shards overlap in " + std::to_string(shared) + " elements";
       // Two ranks holding one same part, not replicated: data parallelism without saying so.
       for (std::size_t a = 0; a < holders.size() && !first.replicated; ++a) {
+        auto const& part = holders[a].layout->shard; // a structured binding is not captured (clang)
         auto same = std::find_if(holders.begin() + static_cast<std::ptrdiff_t>(a) + 1, holders.end(),
-                                 [&](auto const& b) { return b.layout->shard == holders[a].layout->shard; });
+                                 [&part](auto const& b) { return b.layout->shard == part; });
         if (same == holders.end()) continue;
         text += " (ranks " + std::to_string(holders[a].rank) + " and " + std::to_string(same->rank) +
                 " hold the same part of it: where ranks hold the same values of a parameter, as in data "
