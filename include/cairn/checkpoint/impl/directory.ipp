@@ -6,6 +6,7 @@
 #include <cairn/config/detail/pretty.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/detail/json_feed.hpp>
+#include <cairn/detail/writer.hpp>
 #include <cairn/io/backend.hpp>
 #include <cairn/io/checksum.hpp>
 #include <cairn/io/file.hpp>
@@ -156,19 +157,6 @@ inline std::vector<io::listed_entry> entries_of(std::filesystem::path const& pat
     if (where.backend->guarantees().directories) return {}; // not a directory
     throw;                                                  // an unreachable store is never "nothing there"
   }
-}
-
-/// 8 random hexadecimal digits: a writer's name.
-inline std::string random_writer_name() {
-  std::random_device random;
-  char text[16];
-  std::snprintf(text, sizeof text, "%08x", static_cast<unsigned>(random()));
-  return text;
-}
-
-inline std::int64_t unix_milliseconds() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 } // namespace cairn::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cairn/detail/host.hpp>
+#include <cairn/detail/writer.hpp>
 #include <cairn/error.hpp>
 #include <cairn/io/backend.hpp>
 #include <cairn/io/error.hpp>
@@ -61,19 +62,6 @@ inline bool process_ended(std::int64_t pid) {
   std::string_view text(line, got);
   auto close = text.rfind(')');
   return close != std::string_view::npos && close + 2 < text.size() && text[close + 2] == 'Z';
-}
-
-inline std::int64_t unix_milliseconds_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-/// 8 random hexadecimal digits.
-inline std::string holder_name() {
-  std::random_device random;
-  char text[16];
-  std::snprintf(text, sizeof text, "%08x", static_cast<unsigned>(random()));
-  return text;
 }
 
 inline std::int64_t unix_now() {
@@ -151,8 +139,8 @@ CAIRN_DECL void experiment_lock::take_lease(std::filesystem::path const& dir) {
       created = held && detail::lease_field(*held, "lease ") == token_;
     }
     if (created) {
-      since_ = detail::unix_milliseconds_now();
-      name_ = detail::holder_name();
+      since_ = detail::unix_milliseconds();
+      name_ = detail::random_writer_name();
       start_keeper(where, started);
       return;
     }
@@ -291,8 +279,8 @@ CAIRN_DECL experiment_lock::experiment_lock(std::filesystem::path const& dir) : 
                 std::to_string(since) + "\n";
   if (::ftruncate(fd_.get(), 0) != 0 || ::pwrite(fd_.get(), record.data(), record.size(), 0) < 0)
     throw io::system_error(path_, "cannot record the lock's holder");
-  since_ = detail::unix_milliseconds_now();
-  name_ = detail::holder_name();
+  since_ = detail::unix_milliseconds();
+  name_ = detail::random_writer_name();
 }
 
 CAIRN_DECL std::string experiment_lock::holder() const {
