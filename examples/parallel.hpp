@@ -109,7 +109,10 @@ inline at::Tensor concatenated(at::Tensor const& part, cairn::comm::any_communic
 
 /// Adds parameter `name` of the whole tensor `whole` (the same on every rank) to this rank's
 /// `state`, placed on `grid` (`cairn::place_on_grid`) with its Adam moments zero, and returns
-/// its tensor-parallel block on `device`: the part of it this rank computes with.
+/// its tensor-parallel block on `device`: the part of it this rank computes with. The state
+/// owns its shard (`add_parameter_copy`: the whole is dropped, and a block of columns is not
+/// contiguous): Adam updates the state's tensors, and `gather_blocks` rebuilds the blocks
+/// from them.
 inline at::Tensor add_block(cairn::model_state& state, std::string name, at::Tensor const& whole,
                             cairn::tensor_split split, cairn::comm::parallel_grid const& grid, int rank, int zero_stage,
                             c10::Device device) {
@@ -122,7 +125,7 @@ inline at::Tensor add_block(cairn::model_state& state, std::string name, at::Ten
   box.flat.reset();
   std::vector<std::int64_t> lengths(box.lengths.begin(), box.lengths.end());
   auto block = cairn::take_shard(whole, box).view(lengths).to(device);
-  cairn::add_parameter(state, std::move(name), whole.to(device), place.shard, place.replicated);
+  cairn::add_parameter_copy(state, std::move(name), whole.to(device), place.shard, place.replicated);
   return block;
 }
 

@@ -67,8 +67,8 @@ CAIRN_DECL save_plan distributed::plan(model_state const& state, comm::communica
     }
   }
   metadata.config = program_config;
-  metadata.metadata = user_metadata;
-  metadata.iteration = detail::stored_iteration(user_metadata);
+  metadata.metadata = cairn::detail::hooked_metadata(state, user_metadata); // a libtorch optimizer's step counts…
+  metadata.iteration = detail::stored_iteration(metadata.metadata);
   metadata.replica_writers = replicas;
   // Replicated parameters: each written once, by the rank the layouts give it, so that every
   // rank writes about as much (Megatron's fully parallel save, for data parallelism). Under
@@ -270,6 +270,7 @@ CAIRN_DECL checkpoint_metadata distributed::load(model_state& state, comm::commu
   }
   loader.agree(comm);
   state.items = std::move(items);
+  cairn::detail::after_load(state, metadata, config.optimizer_state);
   return metadata;
 }
 

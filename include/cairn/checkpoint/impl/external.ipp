@@ -524,6 +524,7 @@ CAIRN_DECL void load(model_state& state, comm::communicator_ref comm, std::strin
   }
   loader.agree(comm);
   state.items.clear(); // whole tensors, no rank's items
+  cairn::detail::after_load(state, checkpoint_metadata{}, false); // the weights alone: an optimizer starts afresh
 }
 
 } // namespace detail

@@ -291,7 +291,7 @@ CAIRN_DECL std::vector<std::string> tiling_problems(std::vector<rank_layout> con
         if (same == holders.end()) continue;
         text += " (ranks " + std::to_string(holders[a].rank) + " and " + std::to_string(same->rank) +
                 " hold the same part of it: where ranks hold the same values of a parameter, as in data "
-                "parallelism, mark it replicated: the `replicated` argument of add_parameter, adam_state or "
+                "parallelism, mark it replicated: the `replicated` argument of add_parameter, optimizer_state or "
                 "place_on_grid, or `replicated = true` in its layout)";
         break;
       }

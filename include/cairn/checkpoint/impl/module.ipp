@@ -3,18 +3,33 @@
 #pragma once
 // cairn: requires libtorch
 
+#include <cairn/checkpoint/format_files.hpp>
+#include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/module.hpp>
 #include <cairn/checkpoint/state.hpp>
 
+#include <ATen/ops/full_like.h>
 #include <ATen/ops/zeros_like.h>
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 #include <torch/nn/module.h>
+#include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/lbfgs.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace cairn::detail {
 
@@ -31,79 +46,395 @@ template <class Optimizer> auto optimizer_state_key(Optimizer const& optimizer, 
   }
 }
 
-template <class Optimizer> torch::optim::AdamParamState& adam_state_of(Optimizer& optimizer, at::Tensor const& p) {
-  auto& states = optimizer.state();
-  auto key = optimizer_state_key(optimizer, p);
-  auto found = states.find(key);
-  if (found == states.end()) {
-    // What Adam creates at its first step, created now so that there is something to save and
-    // to load into; Adam then carries on from it exactly as from its own.
-    auto state = std::make_unique<torch::optim::AdamParamState>();
-    state->step(0);
-    state->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-    state->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-    found = states.emplace(std::move(key), std::move(state)).first;
+enum class optimizer_kind { sgd, adam, adamw, rmsprop, adagrad };
+
+inline char const* optimizer_name(optimizer_kind kind) {
+  switch (kind) {
+  case optimizer_kind::sgd:
+    return "SGD";
+  case optimizer_kind::adam:
+    return "Adam";
+  case optimizer_kind::adamw:
+    return "AdamW";
+  case optimizer_kind::rmsprop:
+    return "RMSprop";
+  case optimizer_kind::adagrad:
+    return "Adagrad";
   }
-  auto* adam = dynamic_cast<torch::optim::AdamParamState*>(found->second.get());
-  if (!adam)
-    throw checkpoint_error(checkpoint_errc::invalid_state,
-                           "adam_state: the optimizer's state of a parameter is not Adam's");
-  return *adam;
+  return "?";
 }
 
-CAIRN_DECL std::vector<std::pair<at::Tensor, bool>> adam_parameters(torch::optim::Adam& optimizer) {
-  std::vector<std::pair<at::Tensor, bool>> out;
-  for (auto& group : optimizer.param_groups()) {
-    bool amsgrad = static_cast<torch::optim::AdamOptions const&>(group.options()).amsgrad();
-    for (auto const& p : group.params()) out.emplace_back(p, amsgrad);
-  }
-  return out;
+inline checkpoint_error optimizer_problem(std::string const& what) {
+  return checkpoint_error(checkpoint_errc::invalid_state, "optimizer_state: " + what);
 }
 
-CAIRN_DECL at::Tensor flat_view(at::Tensor const& t, std::string const& name, char const* what) {
+template <class Options> Options const& options_of(torch::optim::OptimizerParamGroup const& group) {
+  return static_cast<Options const&>(group.options());
+}
+
+/// Zeros shaped as `p`, contiguous, that a state can view flat.
+inline at::Tensor zeros_as(at::Tensor const& p) { return at::zeros_like(p.detach(), at::MemoryFormat::Contiguous); }
+
+inline at::Tensor flat_view(at::Tensor const& t, std::string const& name, char const* what) {
   if (!t.is_contiguous())
-    throw checkpoint_error(checkpoint_errc::invalid_state,
-                           "adam_state: " + std::string(what) + " of '" + name + "' is not contiguous");
+    throw optimizer_problem(std::string(what) + " of '" + name + "' is not contiguous, so the state cannot view it");
   return t.detach().view({-1});
+}
+
+template <class State> std::int64_t step_of(State const& s) { return static_cast<std::int64_t>(s.step()); }
+template <class State> void set_step(State& s, std::int64_t step) {
+  s.step(static_cast<std::decay_t<decltype(s.step())>>(step));
+}
+
+/// A parameter of the module as the hooks see it.
+struct bound_parameter {
+  std::string name;
+  at::Tensor parameter;                        ///< the live parameter
+  torch::optim::OptimizerParamGroup* group{};  ///< its group in the optimizer; null where it is frozen
+  at::Tensor momentum;                         ///< SGD with momentum: the buffer the state's shard views
+};
+
+/// What keeps a libtorch optimizer in step with the state `optimizer_state` made of it.
+class optimizer_hooks final : public state_hooks {
+public:
+  optimizer_hooks(torch::optim::Optimizer& optimizer, optimizer_kind kind, bool sgd_momentum)
+      : optimizer_(optimizer), kind_(kind), sgd_momentum_(sgd_momentum) {}
+
+  std::vector<bound_parameter> parameters;
+
+  /// The optimizer's state of `p`, created as the optimizer would create it at its first step
+  /// where it has none (SGD's is never created here: see `adopt`).
+  template <class State> State* find(at::Tensor const& p, std::string const& name) {
+    auto& states = optimizer_.state();
+    auto found = states.find(optimizer_state_key(optimizer_, p));
+    if (found == states.end()) return nullptr;
+    auto* s = dynamic_cast<State*>(found->second.get());
+    if (!s) throw optimizer_problem("the optimizer's state of '" + name + "' is not " + optimizer_name(kind_) + "'s");
+    return s;
+  }
+
+  template <class State> State& make(bound_parameter const& b) {
+    if (auto* s = find<State>(b.parameter, b.name)) return *s;
+    auto made = std::make_unique<State>();
+    set_step(*made, 0);
+    auto& out = *made;
+    optimizer_.state().emplace(optimizer_state_key(optimizer_, b.parameter), std::move(made));
+    return out;
+  }
+
+  /// The optimizer's shards of `b` (views), its state created first where the optimizer
+  /// creates it lazily with zeros, which changes nothing in how it goes on.
+  std::vector<at::Tensor> shards(bound_parameter& b) {
+    auto const& p = b.parameter;
+    std::vector<at::Tensor> out;
+    switch (kind_) {
+    case optimizer_kind::sgd:
+      if (sgd_momentum_) {
+        b.momentum = zeros_as(p);
+        adopt(b); // a buffer the optimizer made already (a state built after some steps)
+        out.push_back(b.momentum.view({-1}));
+      }
+      break;
+    case optimizer_kind::adam:
+    case optimizer_kind::adamw: {
+      auto moments = [&](auto& s, bool amsgrad) {
+        if (!s.exp_avg().defined()) s.exp_avg(zeros_as(p));
+        if (!s.exp_avg_sq().defined()) s.exp_avg_sq(zeros_as(p));
+        if (amsgrad && !s.max_exp_avg_sq().defined()) s.max_exp_avg_sq(zeros_as(p));
+        out = {flat_view(s.exp_avg(), b.name, "exp_avg"), flat_view(s.exp_avg_sq(), b.name, "exp_avg_sq")};
+        if (amsgrad) out.push_back(flat_view(s.max_exp_avg_sq(), b.name, "max_exp_avg_sq"));
+      };
+      if (kind_ == optimizer_kind::adam)
+        moments(make<torch::optim::AdamParamState>(b), options_of<torch::optim::AdamOptions>(*b.group).amsgrad());
+      else
+        moments(make<torch::optim::AdamWParamState>(b), options_of<torch::optim::AdamWOptions>(*b.group).amsgrad());
+      break;
+    }
+    case optimizer_kind::rmsprop: {
+      auto const& o = options_of<torch::optim::RMSpropOptions>(*b.group);
+      auto& s = make<torch::optim::RMSpropParamState>(b);
+      if (!s.square_avg().defined()) s.square_avg(zeros_as(p));
+      out.push_back(flat_view(s.square_avg(), b.name, "square_avg"));
+      if (o.momentum() > 0) {
+        if (!s.momentum_buffer().defined()) s.momentum_buffer(zeros_as(p));
+        out.push_back(flat_view(s.momentum_buffer(), b.name, "momentum_buffer"));
+      }
+      if (o.centered()) {
+        if (!s.grad_avg().defined()) s.grad_avg(zeros_as(p));
+        out.push_back(flat_view(s.grad_avg(), b.name, "grad_avg"));
+      }
+      break;
+    }
+    case optimizer_kind::adagrad: {
+      auto& s = make<torch::optim::AdagradParamState>(b);
+      if (!s.sum().defined())
+        s.sum(at::full_like(p.detach(), options_of<torch::optim::AdagradOptions>(*b.group).initial_accumulator_value(),
+                            at::MemoryFormat::Contiguous));
+      out.push_back(flat_view(s.sum(), b.name, "sum"));
+      break;
+    }
+    }
+    return out;
+  }
+
+  /// SGD: where the optimizer made its momentum buffer of `b` (a copy of the first gradient, at
+  /// its first step), its values go into the state's tensor, which becomes the optimizer's
+  /// buffer; whether it had one.
+  bool adopt(bound_parameter& b) {
+    auto* s = find<torch::optim::SGDParamState>(b.parameter, b.name);
+    if (!s || !s->momentum_buffer().defined()) return false;
+    if (!s->momentum_buffer().is_same(b.momentum)) {
+      b.momentum.copy_(s->momentum_buffer().detach());
+      s->momentum_buffer(b.momentum);
+    }
+    return true;
+  }
+
+  boost::json::value save(model_state const&) override {
+    boost::json::object out;
+    out["optimizer"] = optimizer_name(kind_);
+    if (kind_ == optimizer_kind::sgd) {
+      if (!sgd_momentum_) return out;
+      boost::json::array without;
+      for (auto& b : parameters)
+        if (b.group && !adopt(b)) {
+          b.momentum.zero_();
+          without.emplace_back(b.name);
+        }
+      out["without_momentum_buffer"] = std::move(without);
+      return out;
+    }
+    boost::json::object steps;
+    std::optional<std::int64_t> common;
+    bool alike = true;
+    for (auto const& b : parameters) {
+      if (!b.group) continue;
+      auto step = this->step(b);
+      if (common && *common != step) alike = false;
+      common = step;
+      steps[b.name] = step;
+    }
+    if (alike) out["step"] = common.value_or(0);
+    else out["steps"] = std::move(steps);
+    return out;
+  }
+
+  void load(model_state const&, checkpoint_metadata const& loaded, boost::json::value const& saved,
+            bool optimizer_loaded) override {
+    if (!optimizer_loaded) { // the weights alone: the optimizer starts afresh
+      for (auto& b : parameters)
+        if (b.group) restart(b);
+      return;
+    }
+    auto const* record = saved.if_object();
+    if (!saved.is_null() && !record) throw stored_problem("is not a JSON object");
+    if (kind_ == optimizer_kind::sgd) {
+      if (!sgd_momentum_) return;
+      std::set<std::string> without;
+      if (record)
+        if (auto const* list = record->if_contains("without_momentum_buffer")) {
+          if (!list->is_array()) throw stored_problem("'without_momentum_buffer' is not a list of names");
+          for (auto const& name : list->get_array()) {
+            if (!name.is_string()) throw stored_problem("'without_momentum_buffer' is not a list of names");
+            without.insert(std::string(name.get_string()));
+          }
+        }
+      for (auto& b : parameters) {
+        if (!b.group) continue;
+        if (without.contains(b.name)) { // saved before its first step: the optimizer makes it then
+          optimizer_.state().erase(optimizer_state_key(optimizer_, b.parameter));
+          b.momentum.zero_();
+        } else {
+          auto* s = find<torch::optim::SGDParamState>(b.parameter, b.name);
+          if (!s) {
+            optimizer_.state().emplace(optimizer_state_key(optimizer_, b.parameter),
+                                       std::make_unique<torch::optim::SGDParamState>());
+            s = find<torch::optim::SGDParamState>(b.parameter, b.name);
+          }
+          s->momentum_buffer(b.momentum);
+        }
+      }
+      return;
+    }
+    // A checkpoint saved without the step counts (by cairn before it stored them): the step of
+    // its iteration, one optimizer step an iteration, as `set_adam_step(optimizer, iteration)`.
+    auto step_from = [&](std::string const& name) -> std::int64_t {
+      if (!record) return loaded.iteration.value_or(0);
+      auto const* value = record->if_contains("step");
+      if (!value)
+        if (auto const* steps = record->if_contains("steps"); steps && steps->is_object())
+          value = steps->get_object().if_contains(name);
+      if (!value) throw stored_problem("has no step count of '" + name + "'");
+      if (!value->is_int64() || value->get_int64() < 0)
+        throw stored_problem("the step count of '" + name + "' is not a non-negative integer");
+      return value->get_int64();
+    };
+    for (auto& b : parameters)
+      if (b.group) set(b, step_from(b.name));
+  }
+
+private:
+  torch::optim::Optimizer& optimizer_;
+  optimizer_kind kind_;
+  bool sgd_momentum_;
+
+  static checkpoint_error stored_problem(std::string const& what) {
+    return checkpoint_error(checkpoint_errc::mismatch, "the checkpoint's optimizer_state metadata " + what);
+  }
+
+  template <class F> auto with_state(bound_parameter const& b, F f) {
+    switch (kind_) {
+    case optimizer_kind::adam:
+      return f(*find<torch::optim::AdamParamState>(b.parameter, b.name));
+    case optimizer_kind::adamw:
+      return f(*find<torch::optim::AdamWParamState>(b.parameter, b.name));
+    case optimizer_kind::rmsprop:
+      return f(*find<torch::optim::RMSpropParamState>(b.parameter, b.name));
+    default:
+      return f(*find<torch::optim::AdagradParamState>(b.parameter, b.name));
+    }
+  }
+
+  std::int64_t step(bound_parameter const& b) {
+    return with_state(b, [](auto& s) { return step_of(s); });
+  }
+  void set(bound_parameter const& b, std::int64_t step) {
+    with_state(b, [&](auto& s) { set_step(s, step); });
+  }
+
+  /// The optimizer's state of `b` as before its first step (the loader zeroed the tensors).
+  void restart(bound_parameter& b) {
+    if (kind_ == optimizer_kind::sgd) {
+      if (sgd_momentum_) {
+        optimizer_.state().erase(optimizer_state_key(optimizer_, b.parameter));
+        b.momentum.zero_();
+      }
+      return;
+    }
+    set(b, 0);
+    if (kind_ == optimizer_kind::adagrad)
+      find<torch::optim::AdagradParamState>(b.parameter, b.name)
+          ->sum()
+          .fill_(options_of<torch::optim::AdagradOptions>(*b.group).initial_accumulator_value());
+  }
+};
+
+/// The kind of `optimizer`, and the state shard names its groups' options give; refused where
+/// cairn does not know it or its groups' options give different buffers.
+inline std::pair<optimizer_kind, std::vector<std::string>> optimizer_shards(torch::optim::Optimizer& optimizer) {
+  if (dynamic_cast<torch::optim::LBFGS*>(&optimizer))
+    throw optimizer_problem("LBFGS is not supported: its state is a history of the whole model's updates, not a "
+                            "state per parameter that checkpoints can shard; train with another optimizer, or keep "
+                            "its state yourself (whole_state and items)");
+  optimizer_kind kind;
+  if (dynamic_cast<torch::optim::SGD*>(&optimizer)) kind = optimizer_kind::sgd;
+  else if (dynamic_cast<torch::optim::Adam*>(&optimizer)) kind = optimizer_kind::adam;
+  else if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) kind = optimizer_kind::adamw;
+  else if (dynamic_cast<torch::optim::RMSprop*>(&optimizer)) kind = optimizer_kind::rmsprop;
+  else if (dynamic_cast<torch::optim::Adagrad*>(&optimizer)) kind = optimizer_kind::adagrad;
+  else
+    throw optimizer_problem("an optimizer cairn does not know (it knows libtorch's SGD, Adam, AdamW, RMSprop and "
+                            "Adagrad): build the state with whole_state and keep the optimizer's state in the "
+                            "state's tensors (model_state::shard)");
+  std::optional<std::vector<std::string>> names;
+  for (auto const& group : optimizer.param_groups()) {
+    std::vector<std::string> these;
+    switch (kind) {
+    case optimizer_kind::sgd:
+      if (options_of<torch::optim::SGDOptions>(group).momentum() != 0) these = {"momentum_buffer"};
+      break;
+    case optimizer_kind::adam:
+    case optimizer_kind::adamw:
+      these = {"exp_avg", "exp_avg_sq"};
+      if (kind == optimizer_kind::adam ? options_of<torch::optim::AdamOptions>(group).amsgrad()
+                                       : options_of<torch::optim::AdamWOptions>(group).amsgrad())
+        these.push_back("max_exp_avg_sq");
+      break;
+    case optimizer_kind::rmsprop: {
+      auto const& o = options_of<torch::optim::RMSpropOptions>(group);
+      these = {"square_avg"};
+      if (o.momentum() > 0) these.push_back("momentum_buffer");
+      if (o.centered()) these.push_back("grad_avg");
+      break;
+    }
+    case optimizer_kind::adagrad:
+      these = {"sum"};
+      break;
+    }
+    if (names && *names != these)
+      throw optimizer_problem(std::string("the parameter groups of the ") + optimizer_name(kind) +
+                              " optimizer keep different state (momentum in one group only, AMSGrad in one "
+                              "only, …): a state holds the same shards for every parameter; give the groups the "
+                              "same such options");
+    names = std::move(these);
+  }
+  return {kind, names.value_or(std::vector<std::string>{})};
 }
 
 } // namespace cairn::detail
 
 namespace cairn {
 
-CAIRN_DECL model_state adam_state(torch::nn::Module const& module, torch::optim::Adam& optimizer, bool replicated) {
-  auto parameters = detail::adam_parameters(optimizer);
-  bool amsgrad = !parameters.empty() && parameters.front().second;
-  for (auto const& [p, uses] : parameters)
-    if (uses != amsgrad)
-      throw checkpoint_error(checkpoint_errc::invalid_state,
-                             "adam_state: some parameter groups use AMSGrad and others do not");
+CAIRN_DECL model_state optimizer_state(torch::nn::Module const& module, torch::optim::Optimizer& optimizer,
+                                       bool replicated) {
+  auto [kind, optimizer_shards] = detail::optimizer_shards(optimizer);
+  bool sgd_momentum = kind == detail::optimizer_kind::sgd && !optimizer_shards.empty();
+  auto hooks = std::make_shared<detail::optimizer_hooks>(optimizer, kind, sgd_momentum);
+  auto named = module.named_parameters(/*recurse=*/true);
+  // Every parameter the optimizer trains is one of the module's: the others would not be saved.
+  for (auto& group : optimizer.param_groups())
+    for (auto const& p : group.params()) {
+      bool found = false;
+      for (auto const& item : named) found = found || item.value().is_same(p);
+      if (!found)
+        throw detail::optimizer_problem("the optimizer trains a tensor of shape " + shape_text({p.sizes().begin(), p.sizes().end()}) +
+                                        " that is not a parameter of the module: it would not be saved");
+    }
   model_state state;
-  state.shard_names = {"weights", "exp_avg", "exp_avg_sq"};
-  if (amsgrad) state.shard_names.push_back("max_exp_avg_sq");
-  for (auto const& item : module.named_parameters(/*recurse=*/true)) {
-    auto const& name = item.key();
-    auto const& p = item.value();
-    bool optimized = false;
-    for (auto const& entry : parameters) optimized = optimized || entry.first.is_same(p);
-    if (!optimized)
-      throw checkpoint_error(checkpoint_errc::invalid_state,
-                             "adam_state: parameter '" + name + "' of the module is not in the optimizer");
-    auto& adam = detail::adam_state_of(optimizer, p);
-    if (amsgrad && !adam.max_exp_avg_sq().defined()) adam.max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-    std::vector<std::uint64_t> shape(p.sizes().begin(), p.sizes().end());
-    parameter_state entry{{name, shape, to_dtype(p.scalar_type()), replicated, shard_layout::whole(shape)}, {}};
-    entry.shards = {detail::flat_view(p, name, "the weights"), detail::flat_view(adam.exp_avg(), name, "exp_avg"),
-                    detail::flat_view(adam.exp_avg_sq(), name, "exp_avg_sq")};
-    if (amsgrad) entry.shards.push_back(detail::flat_view(adam.max_exp_avg_sq(), name, "max_exp_avg_sq"));
+  state.shard_names = {"weights"};
+  state.shard_names.insert(state.shard_names.end(), optimizer_shards.begin(), optimizer_shards.end());
+  for (auto const& item : named) {
+    detail::bound_parameter b{item.key(), item.value(), nullptr, {}};
+    for (auto& group : optimizer.param_groups())
+      for (auto const& p : group.params())
+        if (p.is_same(b.parameter)) b.group = &group;
+    std::vector<std::uint64_t> shape(b.parameter.sizes().begin(), b.parameter.sizes().end());
+    parameter_state entry{{b.name, shape, to_dtype(b.parameter.scalar_type()), replicated, shard_layout::whole(shape)},
+                          {detail::flat_view(b.parameter, b.name, "the weights")}};
+    if (b.group) {
+      auto shards = hooks->shards(b);
+      entry.shards.insert(entry.shards.end(), shards.begin(), shards.end());
+    } else { // frozen: saved with zero optimizer state
+      for (std::size_t i = 0; i < optimizer_shards.size(); ++i) entry.shards.push_back(detail::zeros_as(b.parameter).view({-1}));
+    }
     state.parameters.push_back(std::move(entry));
+    hooks->parameters.push_back(std::move(b));
   }
+  state.hooks = std::move(hooks);
   state.check();
   return state;
 }
 
+CAIRN_DECL model_state adam_state(torch::nn::Module const& module, torch::optim::Adam& optimizer, bool replicated) {
+  return optimizer_state(module, optimizer, replicated);
+}
+
 CAIRN_DECL void set_adam_step(torch::optim::Adam& optimizer, std::int64_t step) {
-  for (auto const& [p, amsgrad] : detail::adam_parameters(optimizer)) detail::adam_state_of(optimizer, p).step(step);
+  for (auto& group : optimizer.param_groups())
+    for (auto const& p : group.params()) {
+      auto& states = optimizer.state();
+      auto found = states.find(detail::optimizer_state_key(optimizer, p));
+      if (found == states.end()) {
+        auto made = std::make_unique<torch::optim::AdamParamState>();
+        made->exp_avg(detail::zeros_as(p));
+        made->exp_avg_sq(detail::zeros_as(p));
+        if (detail::options_of<torch::optim::AdamOptions>(group).amsgrad()) made->max_exp_avg_sq(detail::zeros_as(p));
+        found = states.emplace(detail::optimizer_state_key(optimizer, p), std::move(made)).first;
+      }
+      auto* adam = dynamic_cast<torch::optim::AdamParamState*>(found->second.get());
+      if (!adam) throw detail::optimizer_problem("set_adam_step: the optimizer's state of a parameter is not Adam's");
+      detail::set_step(*adam, step);
+    }
 }
 
 } // namespace cairn

@@ -43,6 +43,17 @@ CAIRN_DECL parameter_state* model_state::find(std::string_view name) {
   return nullptr;
 }
 
+CAIRN_DECL at::Tensor& model_state::shard(std::string_view parameter, std::string_view shard_name) {
+  auto* p = find(parameter);
+  if (!p) throw checkpoint_error(checkpoint_errc::invalid_state, "the state has no parameter '" + std::string(parameter) + "'");
+  for (std::size_t i = 0; i < shard_names.size() && i < p->shards.size(); ++i)
+    if (shard_names[i] == shard_name) return p->shards[i];
+  std::string names;
+  for (auto const& n : shard_names) names += (names.empty() ? "" : ", ") + n;
+  throw checkpoint_error(checkpoint_errc::invalid_state, "the state has no shard '" + std::string(shard_name) +
+                                                             "' (its shards: " + names + ")");
+}
+
 CAIRN_DECL std::uint64_t model_state::bytes(bool optimizer_state) const {
   std::uint64_t total = 0;
   for (auto const& p : parameters)
@@ -233,29 +244,65 @@ CAIRN_DECL std::vector<rank_layout> detail::all_rank_layouts(model_state const& 
   return exchange_layouts(comm, compact(to_json(state.layout()))).ranks;
 }
 
-CAIRN_DECL at::Tensor take_shard(at::Tensor const& whole, shard_layout const& layout) {
+namespace detail {
+
+/// The box of `layout` in `whole`, narrowed (a view).
+inline at::Tensor shard_box(at::Tensor const& whole, shard_layout const& layout, char const* caller) {
   std::vector<std::uint64_t> shape(whole.sizes().begin(), whole.sizes().end());
   if (auto problem = layout.problem(shape))
-    throw checkpoint_error(checkpoint_errc::invalid_state, "take_shard: " + *problem);
-  auto box = whole;
+    throw checkpoint_error(checkpoint_errc::invalid_state, std::string(caller) + ": " + *problem);
+  auto box = whole.detach();
   for (std::size_t d = 0; d < layout.offsets.size(); ++d)
     box = box.narrow(static_cast<std::int64_t>(d), static_cast<std::int64_t>(layout.offsets[d]),
                      static_cast<std::int64_t>(layout.lengths[d]));
-  auto flat = box.contiguous().view({-1});
+  return box;
+}
+
+inline at::Tensor flat_part(at::Tensor flat, shard_layout const& layout) {
   if (layout.flat)
     flat = flat.slice(0, static_cast<std::int64_t>(layout.flat->begin), static_cast<std::int64_t>(layout.flat->end));
-  return flat.clone();
+  return flat;
+}
+
+inline parameter_state& add_shard(model_state& state, std::string name, at::Tensor const& whole, shard_layout layout,
+                                  bool replicated, at::Tensor weights) {
+  std::vector<std::uint64_t> shape(whole.sizes().begin(), whole.sizes().end());
+  auto dtype = to_dtype(whole.scalar_type()); // may throw: before the aggregate (GCC 12 destroys its members twice)
+  parameter_state p{{std::move(name), std::move(shape), dtype, replicated, std::move(layout)}, {}};
+  p.shards.push_back(std::move(weights));
+  for (std::size_t i = 1; i < state.shard_names.size(); ++i)
+    p.shards.push_back(at::zeros_like(p.shards.front(), at::MemoryFormat::Contiguous));
+  state.parameters.push_back(std::move(p));
+  return state.parameters.back();
+}
+
+} // namespace detail
+
+CAIRN_DECL at::Tensor take_shard(at::Tensor const& whole, shard_layout const& layout) {
+  auto box = detail::shard_box(whole, layout, "take_shard");
+  return detail::flat_part(box.contiguous().view({-1}), layout).clone();
 }
 
 CAIRN_DECL parameter_state& add_parameter(model_state& state, std::string name, at::Tensor const& whole,
                                           shard_layout layout, bool replicated) {
-  std::vector<std::uint64_t> shape(whole.sizes().begin(), whole.sizes().end());
-  auto dtype = to_dtype(whole.scalar_type()); // may throw: before the aggregate (GCC 12 destroys its members twice)
-  parameter_state p{{std::move(name), std::move(shape), dtype, replicated, std::move(layout)}, {}};
-  p.shards.push_back(take_shard(whole, p.layout.shard));
-  for (std::size_t i = 1; i < state.shard_names.size(); ++i) p.shards.push_back(at::zeros_like(p.shards.front()));
-  state.parameters.push_back(std::move(p));
-  return state.parameters.back();
+  auto box = detail::shard_box(whole, layout, "add_parameter");
+  if (!box.is_contiguous())
+    throw checkpoint_error(
+        checkpoint_errc::invalid_state,
+        "add_parameter: '" + name + "': its shard (offsets " + shape_text(layout.offsets) + ", lengths " +
+            shape_text(layout.lengths) + ") is not one contiguous range of the tensor's memory" +
+            (whole.is_contiguous() ? " (a block of columns, say)" : " (the tensor itself is not contiguous)") +
+            ", so the state cannot view it and a save would not see training's updates: train a tensor "
+            "that holds the shard alone and add that, or take a copy the state owns with add_parameter_copy and "
+            "train the state's tensor");
+  return detail::add_shard(state, std::move(name), whole, layout, replicated,
+                           detail::flat_part(box.view({-1}), layout));
+}
+
+CAIRN_DECL parameter_state& add_parameter_copy(model_state& state, std::string name, at::Tensor const& whole,
+                                               shard_layout layout, bool replicated) {
+  auto weights = take_shard(whole, layout);
+  return detail::add_shard(state, std::move(name), whole, layout, replicated, std::move(weights));
 }
 
 CAIRN_DECL parameter_state& add_parameter(model_state& state, std::string name, std::vector<std::uint64_t> shape,
@@ -274,9 +321,37 @@ CAIRN_DECL model_state whole_state(std::vector<std::pair<std::string, at::Tensor
                                    std::vector<std::string> const& optimizer_shards) {
   model_state state;
   state.shard_names.insert(state.shard_names.end(), optimizer_shards.begin(), optimizer_shards.end());
-  for (auto const& [name, tensor] : weights)
+  for (auto const& [name, tensor] : weights) {
+    if (!tensor.is_contiguous())
+      throw checkpoint_error(checkpoint_errc::invalid_state,
+                             "whole_state: '" + name +
+                                 "' is not contiguous, so the state cannot view it (a save would not see training's "
+                                 "updates): train a contiguous tensor (its .contiguous()) and pass that");
     add_parameter(state, name, tensor, shard_layout::whole({tensor.sizes().begin(), tensor.sizes().end()}));
+  }
   return state;
+}
+
+CAIRN_DECL boost::json::value detail::hooked_metadata(model_state const& state,
+                                                      boost::json::value const& user_metadata) {
+  if (!state.hooks) return user_metadata;
+  auto kept = state.hooks->save(state);
+  boost::json::object out;
+  if (auto const* given = user_metadata.if_object()) out = *given;
+  else if (!user_metadata.is_null())
+    throw checkpoint_error(checkpoint_errc::invalid_request,
+                           "the metadata of a save of a state with hooks must be a JSON object");
+  out["optimizer_state"] = std::move(kept);
+  return out;
+}
+
+CAIRN_DECL void detail::after_load(model_state const& state, checkpoint_metadata const& loaded,
+                                   bool optimizer_loaded) {
+  if (!state.hooks) return;
+  static boost::json::value const none;
+  auto const* object = loaded.metadata.if_object();
+  auto const* saved = object ? object->if_contains("optimizer_state") : nullptr;
+  state.hooks->load(state, loaded, saved ? *saved : none, optimizer_loaded);
 }
 
 } // namespace cairn

@@ -48,8 +48,8 @@ CAIRN_DECL save_plan state_dict::plan(model_state const& state, comm::communicat
   metadata.save_id = comm::broadcast_string(comm, comm.rank() == 0 ? cairn::detail::new_save_id() : std::string());
   for (auto i : shards) metadata.shard_names.push_back(state.shard_names[i]);
   metadata.config = program_config;
-  metadata.metadata = user_metadata;
-  metadata.iteration = detail::stored_iteration(user_metadata);
+  metadata.metadata = cairn::detail::hooked_metadata(state, user_metadata); // a libtorch optimizer's step counts…
+  metadata.iteration = detail::stored_iteration(metadata.metadata);
 
   // Files of at most parameters_per_file elements, parameters in name order; file i written by
   // rank i mod world size, so that the ranks write their files at the same time.
@@ -129,6 +129,7 @@ CAIRN_DECL checkpoint_metadata state_dict::load(model_state& state, comm::commun
   for (auto const& [name, saved] : saved_parameters) loader.saved(name);
   loader.agree(comm);
   state.items.clear(); // whole tensors, no rank's items
+  cairn::detail::after_load(state, metadata, config.optimizer_state);
   return metadata;
 }
 
