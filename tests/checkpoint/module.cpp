@@ -9,6 +9,7 @@
 #include <ATen/ops/full.h>
 #include <doctest/doctest.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adagrad.h>
@@ -443,5 +444,113 @@ TEST_CASE("add_parameter views a contiguous shard and refuses one it cannot view
     FAIL("a shard that is not there");
   } catch (cairn::checkpoint_error const& e) {
     CHECK(std::string(e.what()).find("no shard 'exp_avg' (its shards: weights)") != std::string::npos);
+  }
+}
+
+namespace {
+
+/// A model with a branch some steps leave unused: libtorch 1.x's zero_grad keeps its gradient
+/// (zero) once made, and an optimizer goes on updating it with it (momentum, decay).
+struct branching : torch::nn::Module {
+  torch::nn::Linear main{nullptr}, side{nullptr};
+  branching() : main(register_module("main", torch::nn::Linear(4, 2))), side(register_module("side", torch::nn::Linear(4, 2))) {}
+};
+
+struct branching_trainer {
+  std::shared_ptr<branching> net;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  branching_trainer(optimizer_factory const& make, int seed) {
+    torch::manual_seed(seed);
+    net = std::make_shared<branching>();
+    optimizer = make(net->parameters());
+  }
+  double step(int iteration) {
+    torch::manual_seed(1000 + iteration);
+    auto x = torch::randn({16, 4});
+    optimizer->zero_grad();
+    auto y = net->main(x);
+    if (iteration % 3 == 0) y = y + net->side(x); // the side branch at iterations 3 and 6 only
+    auto loss = y.pow(2).mean();
+    loss.backward();
+    optimizer->step();
+    return loss.item<double>();
+  }
+};
+
+} // namespace
+
+TEST_CASE("a branch some steps leave unused: the resumed run updates it as the uninterrupted one does") {
+  for (auto const& o : optimizers()) {
+    CAPTURE(o.name);
+    temp_dir dir;
+    branching_trainer original(o.make, 0);
+    auto state = cairn::optimizer_state(*original.net, *original.optimizer);
+    std::vector<double> losses;
+    for (int i = 1; i <= 6; ++i) {
+      losses.push_back(original.step(i));
+      if (i == 4) save(state, dir / "4", 4); // the side branch has a gradient (zero since step 4)
+    }
+    branching_trainer resumed(o.make, 9);
+    auto into = cairn::optimizer_state(*resumed.net, *resumed.optimizer);
+    load(into, dir / "4");
+    for (int i = 5; i <= 6; ++i) CHECK(resumed.step(i) == losses[static_cast<std::size_t>(i - 1)]);
+    CHECK(same_parameters(*resumed.net, *original.net));
+  }
+}
+
+TEST_CASE("a module's buffers (BatchNorm's running statistics) are saved and loaded with its parameters") {
+  temp_dir dir;
+  auto make = [](int seed) {
+    torch::manual_seed(seed);
+    return torch::nn::Sequential(torch::nn::Linear(4, 8), torch::nn::BatchNorm1d(8), torch::nn::Linear(8, 1));
+  };
+  auto net = make(0);
+  torch::optim::Adam adam(net->parameters());
+  auto state = cairn::optimizer_state(*net, adam);
+  CHECK(state.find("1.running_mean") != nullptr);
+  CHECK(state.find("1.num_batches_tracked") != nullptr);
+  for (int i = 1; i <= 3; ++i) {
+    auto x = torch::randn({16, 4});
+    adam.zero_grad();
+    net->forward(x).pow(2).mean().backward();
+    adam.step();
+  }
+  save(state, dir / "3", 3);
+  auto fresh = make(5);
+  torch::optim::Adam fresh_adam(fresh->parameters());
+  auto into = cairn::optimizer_state(*fresh, fresh_adam);
+  load(into, dir / "3");
+  net->eval();
+  fresh->eval();
+  auto x = torch::randn({4, 4});
+  CHECK(bitwise_equal(fresh->forward(x), net->forward(x)));
+}
+
+TEST_CASE("a checkpoint of another optimizer, or an optimizer changed since its state was built, is refused") {
+  temp_dir dir;
+  auto adam = [](std::vector<at::Tensor> p) { return std::make_unique<torch::optim::Adam>(p); };
+  auto adamw = [](std::vector<at::Tensor> p) { return std::make_unique<torch::optim::AdamW>(p); };
+  trainer original(adam, 0);
+  auto state = cairn::optimizer_state(*original.net, *original.optimizer);
+  original.step(1);
+  save(state, dir / "1", 1);
+  trainer other(adamw, 1); // the same shards, another optimizer
+  auto into = cairn::optimizer_state(*other.net, *other.optimizer);
+  try {
+    load(into, dir / "1");
+    FAIL("Adam's state loaded into AdamW");
+  } catch (cairn::checkpoint_error const& e) {
+    CHECK(std::string(e.what()).find("is of Adam, and this state's optimizer is AdamW: load the weights alone") !=
+          std::string::npos);
+  }
+  load(into, dir / "1", /*optimizer_state=*/false); // the named fix
+
+  auto extra = torch::zeros({3}, torch::requires_grad());
+  original.optimizer->add_param_group(torch::optim::OptimizerParamGroup({extra}));
+  try {
+    save(state, dir / "2", 2);
+    FAIL("saved a state that misses a group");
+  } catch (cairn::checkpoint_error const& e) {
+    CHECK(std::string(e.what()).find("build the state again") != std::string::npos);
   }
 }

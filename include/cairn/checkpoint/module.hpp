@@ -44,8 +44,14 @@ namespace cairn {
 /// gradient), left to the optimizer and taken into the state at the next save. The step counts
 /// of Adam, AdamW, RMSprop and Adagrad are stored with each save (its metadata's
 /// `optimizer_state`, the same on every rank) and restored by each load, at any world size; a
-/// load of the weights alone (a pretrained model) starts the optimizer afresh. A parameter of
-/// the module the optimizer does not train (frozen) is saved with zero optimizer state.
+/// load of the weights alone (a pretrained model) starts the optimizer afresh. Which trained
+/// parameters hold a gradient is stored too (libtorch 1.x's `zero_grad` keeps a zero gradient,
+/// with which an optimizer goes on updating a parameter that a step left unused), and a resume
+/// gives each the same. A parameter of the module the optimizer does not train (frozen), and
+/// each of the module's buffers (BatchNorm's running statistics), is saved with zero optimizer
+/// state. A checkpoint of another optimizer (Adam into AdamW) is refused, naming the fix; so is
+/// a save or load after the optimizer's parameters changed (a group added): build the state
+/// again.
 ///
 /// Refused, naming what is wrong: LBFGS (its state is a history of the whole model, not a
 /// state per parameter), an optimizer cairn does not know (build the state with `whole_state`

@@ -89,18 +89,20 @@ template <class State> void set_step(State& s, std::int64_t step) {
 /// A parameter of the module as the hooks see it.
 struct bound_parameter {
   std::string name;
-  at::Tensor parameter;                        ///< the live parameter
-  torch::optim::OptimizerParamGroup* group{};  ///< its group in the optimizer; null where it is frozen
-  at::Tensor momentum;                         ///< SGD with momentum: the buffer the state's shard views
+  at::Tensor parameter;             ///< the live parameter (or buffer)
+  std::optional<std::size_t> group; ///< its group in the optimizer; none where it is frozen or a buffer
+  at::Tensor momentum;              ///< SGD with momentum: the buffer the state's shard views
 };
 
 /// What keeps a libtorch optimizer in step with the state `optimizer_state` made of it.
 class optimizer_hooks final : public state_hooks {
 public:
   optimizer_hooks(torch::optim::Optimizer& optimizer, optimizer_kind kind, bool sgd_momentum)
-      : optimizer_(optimizer), kind_(kind), sgd_momentum_(sgd_momentum) {}
+      : optimizer_(optimizer), kind_(kind), sgd_momentum_(sgd_momentum), groups_(group_signature()) {}
 
   std::vector<bound_parameter> parameters;
+
+  torch::optim::OptimizerParamGroup& group_of(bound_parameter const& b) { return optimizer_.param_groups().at(*b.group); }
 
   /// The optimizer's state of `p`, created as the optimizer would create it at its first step
   /// where it has none (SGD's is never created here: see `adopt`).
@@ -145,13 +147,13 @@ public:
         if (amsgrad) out.push_back(flat_view(s.max_exp_avg_sq(), b.name, "max_exp_avg_sq"));
       };
       if (kind_ == optimizer_kind::adam)
-        moments(make<torch::optim::AdamParamState>(b), options_of<torch::optim::AdamOptions>(*b.group).amsgrad());
+        moments(make<torch::optim::AdamParamState>(b), options_of<torch::optim::AdamOptions>(group_of(b)).amsgrad());
       else
-        moments(make<torch::optim::AdamWParamState>(b), options_of<torch::optim::AdamWOptions>(*b.group).amsgrad());
+        moments(make<torch::optim::AdamWParamState>(b), options_of<torch::optim::AdamWOptions>(group_of(b)).amsgrad());
       break;
     }
     case optimizer_kind::rmsprop: {
-      auto const& o = options_of<torch::optim::RMSpropOptions>(*b.group);
+      auto const& o = options_of<torch::optim::RMSpropOptions>(group_of(b));
       auto& s = make<torch::optim::RMSpropParamState>(b);
       if (!s.square_avg().defined()) s.square_avg(zeros_as(p));
       out.push_back(flat_view(s.square_avg(), b.name, "square_avg"));
@@ -168,8 +170,7 @@ public:
     case optimizer_kind::adagrad: {
       auto& s = make<torch::optim::AdagradParamState>(b);
       if (!s.sum().defined())
-        s.sum(at::full_like(p.detach(), options_of<torch::optim::AdagradOptions>(*b.group).initial_accumulator_value(),
-                            at::MemoryFormat::Contiguous));
+        s.sum(at::full_like(p.detach(), initial_accumulator(), at::MemoryFormat::Contiguous));
       out.push_back(flat_view(s.sum(), b.name, "sum"));
       break;
     }
@@ -191,8 +192,16 @@ public:
   }
 
   boost::json::value save(model_state const&) override {
+    check_groups();
     boost::json::object out;
     out["optimizer"] = optimizer_name(kind_);
+    // Which trained parameters have no gradient: libtorch 1.x's zero_grad keeps a gradient once
+    // made (zero), and an optimizer goes on updating a parameter with one (momentum, decay) and
+    // skips one without; a resume gives each the same.
+    boost::json::array no_gradient;
+    for (auto const& b : parameters)
+      if (b.group && !b.parameter.grad().defined()) no_gradient.emplace_back(b.name);
+    out["without_gradient"] = std::move(no_gradient);
     if (kind_ == optimizer_kind::sgd) {
       if (!sgd_momentum_) return out;
       boost::json::array without;
@@ -221,24 +230,40 @@ public:
 
   void load(model_state const&, checkpoint_metadata const& loaded, boost::json::value const& saved,
             bool optimizer_loaded) override {
-    if (!optimizer_loaded) { // the weights alone: the optimizer starts afresh
+    check_groups();
+    if (!optimizer_loaded) { // the weights alone: the optimizer starts afresh, as on a fresh module
       for (auto& b : parameters)
-        if (b.group) restart(b);
+        if (b.group) {
+          restart(b);
+          b.parameter.mutable_grad().reset();
+        }
       return;
     }
     auto const* record = saved.if_object();
     if (!saved.is_null() && !record) throw stored_problem("is not a JSON object");
+    if (record) {
+      auto const* name = record->if_contains("optimizer");
+      if (!name || !name->is_string()) throw stored_problem("names no optimizer");
+      if (*name != optimizer_name(kind_))
+        throw stored_problem(std::string("is of ") + std::string(name->get_string()) + ", and this state's optimizer is " +
+                             optimizer_name(kind_) + ": load the weights alone (optimizer_state=false) to start " +
+                             optimizer_name(kind_) + " afresh");
+      if (auto const* list = record->if_contains("without_gradient")) {
+        auto without = names_in(*list, "without_gradient");
+        at::NoGradGuard no_grad;
+        for (auto& b : parameters) {
+          if (!b.group) continue;
+          if (without.contains(b.name)) b.parameter.mutable_grad().reset();
+          else if (!b.parameter.grad().defined()) b.parameter.mutable_grad() = at::zeros_like(b.parameter.detach());
+        }
+      }
+    }
     if (kind_ == optimizer_kind::sgd) {
       if (!sgd_momentum_) return;
       std::set<std::string> without;
       if (record)
-        if (auto const* list = record->if_contains("without_momentum_buffer")) {
-          if (!list->is_array()) throw stored_problem("'without_momentum_buffer' is not a list of names");
-          for (auto const& name : list->get_array()) {
-            if (!name.is_string()) throw stored_problem("'without_momentum_buffer' is not a list of names");
-            without.insert(std::string(name.get_string()));
-          }
-        }
+        if (auto const* list = record->if_contains("without_momentum_buffer"))
+          without = names_in(*list, "without_momentum_buffer");
       for (auto& b : parameters) {
         if (!b.group) continue;
         if (without.contains(b.name)) { // saved before its first step: the optimizer makes it then
@@ -277,6 +302,40 @@ private:
   torch::optim::Optimizer& optimizer_;
   optimizer_kind kind_;
   bool sgd_momentum_;
+  std::vector<std::vector<void const*>> groups_; // the optimizer's parameters, by group, when the state was built
+
+  std::vector<std::vector<void const*>> group_signature() const {
+    std::vector<std::vector<void const*>> out;
+    for (auto const& group : optimizer_.param_groups()) {
+      out.emplace_back();
+      for (auto const& p : group.params()) out.back().push_back(p.unsafeGetTensorImpl());
+    }
+    return out;
+  }
+
+  /// The state holds the parameters the optimizer held when it was built: a group added since
+  /// (layers unfrozen) would be saved as frozen, with none of its optimizer state.
+  void check_groups() const {
+    if (group_signature() != groups_)
+      throw optimizer_problem("the optimizer's parameters changed since the state was built (a parameter group added, "
+                              "say): build the state again with optimizer_state, after the change");
+  }
+
+  /// Adagrad's first accumulator value: libtorch's fills every parameter's from the
+  /// optimizer's defaults, whatever its group says.
+  double initial_accumulator() const {
+    return static_cast<torch::optim::AdagradOptions const&>(optimizer_.defaults()).initial_accumulator_value();
+  }
+
+  static std::set<std::string> names_in(boost::json::value const& list, char const* key) {
+    std::set<std::string> out;
+    if (!list.is_array()) throw stored_problem(std::string("'") + key + "' is not a list of names");
+    for (auto const& name : list.get_array()) {
+      if (!name.is_string()) throw stored_problem(std::string("'") + key + "' is not a list of names");
+      out.insert(std::string(name.get_string()));
+    }
+    return out;
+  }
 
   static checkpoint_error stored_problem(std::string const& what) {
     return checkpoint_error(checkpoint_errc::mismatch, "the checkpoint's optimizer_state metadata " + what);
@@ -313,9 +372,7 @@ private:
     }
     set(b, 0);
     if (kind_ == optimizer_kind::adagrad)
-      find<torch::optim::AdagradParamState>(b.parameter, b.name)
-          ->sum()
-          .fill_(options_of<torch::optim::AdagradOptions>(*b.group).initial_accumulator_value());
+      find<torch::optim::AdagradParamState>(b.parameter, b.name)->sum().fill_(initial_accumulator());
   }
 };
 
@@ -394,10 +451,10 @@ CAIRN_DECL model_state optimizer_state(torch::nn::Module const& module, torch::o
   state.shard_names = {"weights"};
   state.shard_names.insert(state.shard_names.end(), optimizer_shards.begin(), optimizer_shards.end());
   for (auto const& item : named) {
-    detail::bound_parameter b{item.key(), item.value(), nullptr, {}};
-    for (auto& group : optimizer.param_groups())
-      for (auto const& p : group.params())
-        if (p.is_same(b.parameter)) b.group = &group;
+    detail::bound_parameter b{item.key(), item.value(), std::nullopt, {}};
+    for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g)
+      for (auto const& p : optimizer.param_groups()[g].params())
+        if (p.is_same(b.parameter)) b.group = g;
     std::vector<std::uint64_t> shape(b.parameter.sizes().begin(), b.parameter.sizes().end());
     parameter_state entry{{b.name, shape, to_dtype(b.parameter.scalar_type()), replicated, shard_layout::whole(shape)},
                           {detail::flat_view(b.parameter, b.name, "the weights")}};
@@ -409,6 +466,17 @@ CAIRN_DECL model_state optimizer_state(torch::nn::Module const& module, torch::o
     }
     state.parameters.push_back(std::move(entry));
     hooks->parameters.push_back(std::move(b));
+  }
+  // The module's buffers (BatchNorm's running statistics): state too, saved as a frozen
+  // parameter is; a model evaluated after a resume needs them.
+  for (auto const& item : module.named_buffers(/*recurse=*/true)) {
+    auto const& t = item.value();
+    if (!t.defined()) continue;
+    std::vector<std::uint64_t> shape(t.sizes().begin(), t.sizes().end());
+    parameter_state entry{{item.key(), shape, to_dtype(t.scalar_type()), replicated, shard_layout::whole(shape)},
+                          {detail::flat_view(t, item.key(), "the buffer")}};
+    for (std::size_t i = 0; i < optimizer_shards.size(); ++i) entry.shards.push_back(detail::zeros_as(t).view({-1}));
+    state.parameters.push_back(std::move(entry));
   }
   state.hooks = std::move(hooks);
   state.check();

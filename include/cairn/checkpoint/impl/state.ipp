@@ -341,6 +341,10 @@ CAIRN_DECL boost::json::value detail::hooked_metadata(model_state const& state,
   else if (!user_metadata.is_null())
     throw checkpoint_error(checkpoint_errc::invalid_request,
                            "the metadata of a save of a state with hooks must be a JSON object");
+  if (out.contains("optimizer_state"))
+    throw checkpoint_error(checkpoint_errc::invalid_request,
+                           "the save's metadata has a key 'optimizer_state', which the state's hooks (its optimizer's "
+                           "step counts) write: name it otherwise");
   out["optimizer_state"] = std::move(kept);
   return out;
 }
