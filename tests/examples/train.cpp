@@ -578,6 +578,11 @@ TEST_CASE("a signal stops a 2-rank run after a checkpoint of its iteration (exit
   }
   CHECK(stopped.status == 75);
   CHECK(stopped.output.find("stopped by a signal after iteration 5") != std::string::npos);
+  // The run says which signal, once (rank 0), and what to do.
+  auto said = "stopped by SIGTERM after iteration 5, its checkpoint saved: run the same command again to resume "
+              "(exit status 75)";
+  CHECK(stopped.output.find(said) != std::string::npos);
+  CHECK(stopped.output.find(said) == stopped.output.rfind(said));
   CHECK(cairn::save_directory(dir / "checkpoints").complete().back() == 5);
   auto resumed = train(2, dir, base);
   REQUIRE(resumed.status == 0);
@@ -722,6 +727,22 @@ TEST_CASE("a run resumed at or past train_iters says there is nothing to train")
   CHECK(again.output.find("nothing to train: resumed at iteration 12, training.train_iters is 10") !=
         std::string::npos);
   CHECK(again.output.find("final loss 0.000000") == std::string::npos);
+}
+
+TEST_CASE("a resume with another model says once which config keys differ, and loads nothing") {
+  temp_dir tmp;
+  auto dir = tmp / "run";
+  REQUIRE(train(1, dir, base).status == 0); // three checkpoints, of model.hidden 32
+  auto other = train(1, dir, plus(base, {"model.hidden=48", "model.layers=3"}));
+  CHECK(other.status != 0);
+  CHECK(other.output.find("model.hidden: 32 in the checkpoint ") != std::string::npos);
+  CHECK(other.output.find(", 48 here: a resume builds the model it saved; run with model.hidden=32, or start "
+                          "another experiment (run.experiment_dir)") != std::string::npos);
+  CHECK(other.output.find("model.layers: 2 in the checkpoint ") != std::string::npos);
+  CHECK(other.output.find("2 config errors") != std::string::npos); // said once, not per checkpoint
+  CHECK(other.output.find("shape") == std::string::npos);
+  CHECK(other.output.find("skipped") == std::string::npos);
+  CHECK(train(1, dir, plus(base, {"training.train_iters=14"})).status == 0); // the checkpoints are all there
 }
 
 TEST_CASE("the experiment lock never follows a symbolic link, and the collective timeout is a key") {

@@ -48,17 +48,25 @@ class stop_reason {
 public:
   enum kind_type { none, shutdown, signal, finished };
 
-  constexpr stop_reason(kind_type kind = none) noexcept : kind_(kind) {} // NOLINT(google-explicit-constructor)
+  constexpr stop_reason(kind_type kind = none, int signal_number = 0) noexcept // NOLINT(google-explicit-constructor)
+      : kind_(kind), signal_(kind == signal ? signal_number : 0) {}
 
   [[nodiscard]] constexpr kind_type kind() const noexcept { return kind_; }
   constexpr explicit operator bool() const noexcept { return kind_ != none; }
   /// The status to exit with: `preempted_exit_status` (75) after a signal, else 0.
   [[nodiscard]] constexpr int exit_status() const noexcept { return kind_ == signal ? preempted_exit_status : 0; }
+  /// After a signal: the signal that stopped the run (the highest number any rank received, so
+  /// alike on every rank); 0 otherwise.
+  [[nodiscard]] constexpr int signal_number() const noexcept { return signal_; }
   friend constexpr bool operator==(stop_reason, stop_reason) = default;
 
 private:
   kind_type kind_;
+  int signal_;
 };
+
+/// "SIGTERM", "SIGINT", "SIGUSR1", … for the signals a run stops on; "signal N" for others.
+CAIRN_DECL std::string signal_name(int number);
 
 /// What every checkpoint_manager does, over any communicator: compiled once (with
 /// CAIRN_SEPARATE_COMPILATION, in the translation unit of <cairn/src.hpp>). Use it through

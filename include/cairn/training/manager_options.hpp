@@ -3,11 +3,14 @@
 // How a checkpoint_manager saves, resumes and stops. No libtorch.
 
 #include <cairn/checkpoint/verify.hpp>
+#include <cairn/diagnostics.hpp>
 #include <cairn/training/preemption.hpp>
 
 #include <boost/json/value.hpp>
 
 #include <chrono>
+#include <functional>
+#include <string>
 #include <vector>
 
 namespace cairn {
@@ -22,6 +25,11 @@ struct manager_options {
   verification verify = verification::checksums;
   /// The program's whole config, stored with every save.
   boost::json::value program_config;
+  /// What differs in the model's architecture between a checkpoint's stored program config and
+  /// this run's, as config errors (`model.hidden: 32 in the checkpoint …, 64 here`): a resume
+  /// asks before it loads each checkpoint, and refuses at once where it is not empty, instead of
+  /// a shape problem per parameter per checkpoint. `training_run` sets it; empty: not asked.
+  std::function<std::vector<diagnostic>(boost::json::value const& stored, std::string const& path)> architecture_check;
   /// Signals on which `step()` stops the run after the current iteration, saving a checkpoint
   /// there when checkpoints are enabled. Any of them within `stop_signal_window` of the first is
   /// the same request; one after that ends the process at once. Empty: signals are left as they

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -53,10 +54,14 @@ CAIRN_DECL resume_candidates_found resume_candidates(save_directory const& check
 /// or the next older iteration). Nothing when the directory holds no complete checkpoint at
 /// all. When it holds some and none loads (each refused before loading, or failing to load),
 /// an error naming each and why, on every rank: a run never starts over silently beside
-/// checkpoints it could not read, nor lets retention delete them. Collective.
-CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& checkpoints,
-                                                         resume_candidates_found found, model_state& state,
-                                                         comm::communicator_ref comm, verification verify);
+/// checkpoints it could not read, nor lets retention delete them. With `architecture_check`
+/// (`manager_options`), a checkpoint whose stored config gives another model is refused at once,
+/// before any load, by a config_error naming each key that differs. Collective.
+CAIRN_DECL std::optional<resumed_checkpoint>
+load_newest(save_directory const& checkpoints, resume_candidates_found found, model_state& state,
+            comm::communicator_ref comm, verification verify,
+            std::function<std::vector<diagnostic>(boost::json::value const&, std::string const&)> const&
+                architecture_check = {});
 
 } // namespace cairn
 

@@ -17,9 +17,13 @@
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/checkpoint/stored_config.hpp>
+#include <cairn/config/compare.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/training/manager.hpp>
 #include <cairn/training/trainer_config.hpp>
+
+#include <boost/describe/members.hpp>
+#include <boost/mp11/algorithm.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -119,6 +123,16 @@ run_start start_run(checkpoint_manager<Comm>& manager, model_state& state, Comm&
 /// (NAME a signal such as TERM or KILL) makes rank R (every rank when not given) raise that
 /// signal right after iteration N is trained, before it is saved.
 class training_run {
+  /// The name of `Config`'s member `model` (its key in the config).
+  template <class Config, class Model> static std::string member_name(Model Config::*model) {
+    std::string name;
+    boost::mp11::mp_for_each<boost::describe::describe_members<Config, boost::describe::mod_public>>([&](auto d) {
+      if constexpr (std::is_same_v<std::remove_cv_t<decltype(d.pointer)>, Model Config::*>)
+        if (d.pointer == model) name = d.name;
+    });
+    return name;
+  }
+
 public:
   template <class Config, class Model>
   training_run(Config& cfg, Model Config::*model, comm::communicator_ref comm, manager_options options = {})
@@ -138,6 +152,25 @@ public:
     if (converter) converter_ = external::bind(*converter, cfg.*model);
     config_ = cfg;
     options.program_config = to_json(cfg); // the final config, pretrained's applied
+    if (!options.architecture_check)
+      options.architecture_check = [mine = cfg.*model, key = member_name(model)](boost::json::value const& stored,
+                                                                                std::string const& path) {
+        std::vector<diagnostic> out;
+        Model theirs = mine;
+        try {
+          auto const* object = stored.if_object();
+          auto const* part = object ? object->if_contains(key) : nullptr;
+          if (!part) return out; // a checkpoint of another program: its load says what does not fit
+          theirs = parse_lenient<Model>(*part).config;
+        } catch (config_error const&) {
+          return out; // not a config of this program's model: its load says what does not fit
+        }
+        for (auto const& d : compare(theirs, mine, field_selection::architecture))
+          out.push_back({key + "." + d.path, d.left + " in the checkpoint " + path + ", " + d.right +
+                                                 " here: a resume builds the model it saved; run with " + key + "." +
+                                                 d.path + "=" + d.left + ", or start another experiment (run.experiment_dir)"});
+        return out;
+      };
     finish_construction(std::move(options));
   }
 

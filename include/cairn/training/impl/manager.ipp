@@ -25,11 +25,13 @@
 #include <cairn/training/save_report.hpp>
 #include <cairn/training/training_config.hpp>
 
+#include <ATen/ops/full.h>
 #include <ATen/ops/isfinite.h>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -156,7 +158,7 @@ CAIRN_DECL std::optional<resumed_checkpoint> basic_checkpoint_manager::resume(mo
       return recovered;
     }
   }
-  auto resumed = load_newest(checkpoints_, std::move(found), state, comm_, options_.verify);
+  auto resumed = load_newest(checkpoints_, std::move(found), state, comm_, options_.verify, options_.architecture_check);
   if (!resumed) return resumed;
   last_checkpoint_ = resumed->iteration;
   start_ = resumed->iteration;
@@ -225,7 +227,13 @@ CAIRN_DECL bool basic_checkpoint_manager::step(std::int64_t iteration, model_sta
                                                boost::json::value const& metadata) {
   if (writer_.pending() && comm::all_of(comm_, writer_.ready())) commit_pending();
   callbacks_.reap(); // collects those that ended, stops those past their timeout
-  preempted_ = signals_ && comm::any_of(comm_, signals_->received() != 0);
+  int stop_signal = 0;
+  if (signals_) { // the signal, alike on every rank (a stop on one rank is a stop on all)
+    auto received = at::full({1}, std::int64_t{signals_->received()}, at::TensorOptions().dtype(at::kLong).device(comm_.device()));
+    comm_.all_reduce(received, comm::reduce_op::max);
+    stop_signal = static_cast<int>(received.to(c10::Device(c10::kCPU)).item<std::int64_t>());
+  }
+  preempted_ = stop_signal != 0;
   bool last = config_.train_iters > 0 && iteration >= config_.train_iters;
   // The seed's rule: at a stop (the end, a shutdown, a signal), a checkpoint when checkpoints
   // are enabled at all, on the schedule or not; likewise an export at the end.
@@ -241,12 +249,32 @@ CAIRN_DECL bool basic_checkpoint_manager::step(std::int64_t iteration, model_sta
   if ((config_.export_.enabled(iteration) || (last && config_.export_.enabled())) && last_export_ != iteration)
     save_export(iteration, state, metadata);
   if (stop || last) finish();
+  if (preempted_ && comm_.rank() == 0)
+    emit(severity::info,
+         {experiment_dir_.string(),
+          "stopped by " + signal_name(stop_signal) + " after iteration " + std::to_string(iteration) +
+              (config_.checkpoint.enabled()
+                   ? ", its checkpoint saved: run the same command again to resume (exit status " +
+                         std::to_string(preempted_exit_status) + ")"
+                   : "; checkpoints are disabled (training.checkpoint.interval): a new run starts over")});
   // A shutdown at the last iteration is the run's end.
-  last_stop_ = preempted_                            ? stop_reason::signal
+  last_stop_ = preempted_                            ? stop_reason(stop_reason::signal, stop_signal)
                : last                                ? stop_reason::finished
                : config_.shutdown.enabled(iteration) ? stop_reason::shutdown
                                                      : stop_reason::none;
   return stop;
+}
+
+CAIRN_DECL std::string signal_name(int number) {
+  for (auto [name, value] : {std::pair{"SIGTERM", SIGTERM},
+                             {"SIGINT", SIGINT},
+                             {"SIGUSR1", SIGUSR1},
+                             {"SIGUSR2", SIGUSR2},
+                             {"SIGHUP", SIGHUP},
+                             {"SIGQUIT", SIGQUIT},
+                             {"SIGXCPU", SIGXCPU}})
+    if (number == value) return name;
+  return "signal " + std::to_string(number);
 }
 
 CAIRN_DECL void basic_checkpoint_manager::set_converter(external::model_converter converter) {

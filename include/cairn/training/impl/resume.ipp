@@ -4,12 +4,17 @@
 // cairn: requires libtorch
 
 #include <cairn/checkpoint/directory.hpp>
+#include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/metadata.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/comm/collectives.hpp>
 #include <cairn/config/json.hpp>
 #include <cairn/diagnostics.hpp>
 #include <cairn/training/resume.hpp>
+
+#include <boost/json/array.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -57,9 +62,11 @@ CAIRN_DECL resume_candidates_found resume_candidates(save_directory const& check
   return out;
 }
 
-CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& checkpoints,
-                                                         resume_candidates_found found, model_state& state,
-                                                         comm::communicator_ref comm, verification verify) {
+CAIRN_DECL std::optional<resumed_checkpoint>
+load_newest(save_directory const& checkpoints, resume_candidates_found found, model_state& state,
+            comm::communicator_ref comm, verification verify,
+            std::function<std::vector<diagnostic>(boost::json::value const&, std::string const&)> const&
+                architecture_check) {
   std::string failures;
   for (auto const& refused : found.refused) failures += "\n  " + refused;
   // Every rank learns from rank 0 why the saves it refused were refused.
@@ -78,6 +85,32 @@ CAIRN_DECL std::optional<resumed_checkpoint> load_newest(save_directory const& c
       folder = i < found.folders.size() ? found.folders[i].second : checkpoints.resolved(iteration).string();
     });
     load.path = comm::broadcast_string(comm, folder);
+    if (architecture_check) {
+      // Another model: said once, by its config keys, before anything is loaded (a load would
+      // report a shape per parameter, and so would every older checkpoint).
+      std::vector<diagnostic> differences;
+      std::string text;
+      comm::all_succeed(comm, "cannot compare the config stored in " + load.path.string(), [&] {
+        if (comm.rank() != 0) return;
+        boost::json::value stored;
+        try {
+          stored = read_stored_metadata(load.path, checkpoint_format::distributed).config;
+        } catch (error const&) {
+          return; // a checkpoint whose metadata does not read: its load says so, and the next is tried
+        }
+        boost::json::array list;
+        for (auto const& d : architecture_check(stored, load.path.string()))
+          list.push_back(boost::json::array{boost::json::string(d.path), boost::json::string(d.message)});
+        text = list.empty() ? std::string() : boost::json::serialize(list);
+      });
+      text = comm::broadcast_string(comm, text);
+      if (!text.empty()) {
+        auto parsed = boost::json::parse(text);
+        for (auto const& entry : parsed.as_array())
+          differences.push_back({std::string(entry.at(0).as_string()), std::string(entry.at(1).as_string())});
+        throw config_error(std::move(differences));
+      }
+    }
     load.format = checkpoint_format::distributed;
     load.model_weights = true;
     load.optimizer_state = true;
