@@ -12,6 +12,8 @@
 #include <cairn/io/storage.hpp>
 #include <cairn/progress.hpp>
 
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
 #include <algorithm>
@@ -85,6 +87,23 @@ std::string shown(std::string_view text, bool keep_lines = false) {
 
 /// A message that may quote names from files: its lines kept, everything else escaped.
 std::string shown_message(std::string_view text) { return shown(text, true); }
+
+/// An item's bytes as `inspect` shows them: JSON text as compact JSON; other bytes counted, with
+/// their first 32 in hexadecimal.
+std::string item_text(std::string const& bytes) {
+  boost::system::error_code failed;
+  auto parsed = boost::json::parse(bytes, failed);
+  if (!failed) return shown(boost::json::serialize(parsed));
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string hex;
+  for (std::size_t i = 0; i < bytes.size() && i < 32; ++i) {
+    auto c = static_cast<unsigned char>(bytes[i]);
+    hex += digits[c >> 4];
+    hex += digits[c & 15];
+  }
+  return std::to_string(bytes.size()) + (bytes.size() == 1 ? " byte" : " bytes") +
+         (bytes.empty() ? std::string() : ": " + hex + (bytes.size() > 32 ? "..." : ""));
+}
 
 /// Arguments the tool cannot take: reported with the usage, exit status 2.
 class usage_error : public cairn::error {
@@ -233,8 +252,14 @@ int inspect(std::filesystem::path const& given) {
     cairn::io::safetensors_file file(file_path);
     std::printf("%s\n", shown(file_path.string()).c_str());
     for (auto const& [key, value] : file.metadata())
-      if (!cairn::io::is_checksum_key(key))
+      if (!cairn::io::is_checksum_key(key) && !key.starts_with(cairn::formats::item_key_prefix) &&
+          !key.starts_with(cairn::formats::item_checksum_prefix))
         std::printf("  metadata %s = %s\n", shown(key).c_str(), shown(value).c_str());
+    // The rank's items (`model_state::items`): JSON as JSON, other bytes counted, each checked.
+    std::vector<std::string> item_problems;
+    for (auto const& [name, value] : cairn::rank_file_items(file.metadata(), item_problems))
+      std::printf("  item %s = %s\n", shown(name).c_str(), item_text(value).c_str());
+    for (auto const& problem : item_problems) std::printf("  item problem: %s\n", shown(problem).c_str());
     std::printf("  checksums: %s\n", file.has_checksums() ? "recorded" : "none");
     for (auto const& t : file.tensors()) {
       std::printf("  %-40s %-7s %-20s %12llu bytes\n", shown(t.name).c_str(),

@@ -17,4 +17,10 @@ if(CAIRN_WITH_TORCH)
                    -DCXX=${CMAKE_CXX_COMPILER} -P ${cairn_consumer_dir}/readme.cmake)
   # COST: the longest tests start first, so that ctest -j packs the rest around them.
   set_tests_properties(consumer_readme PROPERTIES LABELS consumer TIMEOUT 900 COST 60)
+  # The trainer of docs/own-trainer.md, a program of one's own, against the installed package.
+  add_test(NAME consumer_own_trainer
+           COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DBUILD_DIR=${CMAKE_BINARY_DIR}
+                   -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumer_own_trainer -DGENERATOR=${CMAKE_GENERATOR}
+                   -DCXX=${CMAKE_CXX_COMPILER} -P ${cairn_consumer_dir}/own_trainer.cmake)
+  set_tests_properties(consumer_own_trainer PROPERTIES LABELS consumer TIMEOUT 900 COST 55)
 endif()

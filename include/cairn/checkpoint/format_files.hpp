@@ -84,6 +84,24 @@ CAIRN_DECL std::optional<checkpoint_format> detect_format(std::filesystem::path 
 /// file; an external checkpoint stores none (its `config.json` is the converter's).
 CAIRN_DECL checkpoint_metadata read_stored_metadata(std::filesystem::path const& dir, checkpoint_format format);
 
+/// The items each rank saved with the distributed checkpoint at `path` (`model_state::items`),
+/// by saved rank: what a program maps onto another world size itself, where a load gives none
+/// (a global data cursor means the same on any number of ranks: take rank 0's). Each file is
+/// checked against the save's identity and each item against its checksum; an error naming the
+/// file otherwise. On a store, `path` names the save (its newest complete generation is read).
+///
+///     auto saved = cairn::saved_items(run.started().path);  // after a resume on another world size
+///     auto cursor = std::stoll(saved.at(0).at("cursor"));
+CAIRN_DECL std::vector<std::map<std::string, std::string>> saved_items(std::filesystem::path const& path);
+
+/// The items one rank file records in its `__metadata__` (`file_metadata`), each checked
+/// against its checksum; what is wrong into `problems`, naming the item (what `cairn inspect`
+/// shows of a rank file).
+inline std::map<std::string, std::string> rank_file_items(std::map<std::string, std::string> const& file_metadata,
+                                                          std::vector<std::string>& problems) {
+  return detail::read_items(file_metadata, problems);
+}
+
 } // namespace cairn
 
 #ifndef CAIRN_SEPARATE_COMPILATION

@@ -2,6 +2,7 @@
 // <cairn/src.hpp> with CAIRN_SEPARATE_COMPILATION.
 #pragma once
 
+#include <cairn/checkpoint/detail/identity.hpp>
 #include <cairn/checkpoint/directory.hpp>
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/layout.hpp>
@@ -132,6 +133,31 @@ CAIRN_DECL checkpoint_metadata read_stored_metadata(std::filesystem::path const&
   }
   throw checkpoint_error(checkpoint_errc::invalid_request,
                          dir.string() + ": an external checkpoint stores no cairn metadata");
+}
+
+namespace detail {
+// Declared here too: <cairn/checkpoint/detail/identity.hpp> includes this file's header first.
+CAIRN_DECL std::optional<std::string> identity_problem(io::safetensors_file const& file,
+                                                       checkpoint_metadata const& metadata, std::optional<int> rank);
+} // namespace detail
+
+CAIRN_DECL std::vector<std::map<std::string, std::string>> saved_items(std::filesystem::path const& path) {
+  auto dir = resolve_save(path);
+  auto metadata = read_checkpoint_metadata(formats::metadata_file(dir));
+  if (metadata.format != checkpoint_format::distributed)
+    throw checkpoint_error(checkpoint_errc::invalid_request,
+                           dir.string() + ": items are saved by the distributed format alone, and this checkpoint is " +
+                               format_name(metadata.format));
+  std::vector<std::map<std::string, std::string>> out;
+  for (int r = 0; r < metadata.world_size(); ++r) {
+    auto file_path = formats::rank_file(dir, r);
+    io::safetensors_file file(file_path);
+    if (auto problem = detail::identity_problem(file, metadata, r)) throw io::io_error(file_path, *problem);
+    std::vector<std::string> problems;
+    out.push_back(detail::read_items(file.metadata(), problems));
+    if (!problems.empty()) throw io::io_error(file_path, problems.front());
+  }
+  return out;
 }
 
 } // namespace cairn

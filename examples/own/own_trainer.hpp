@@ -1,0 +1,113 @@
+#pragma once
+// The trainer of docs/own-trainer.md, verbatim (tests/consumer/own_trainer.cmake checks that the
+// page shows this file): a model of its own, a stock libtorch optimizer, data parallel, a
+// learning-rate schedule and a data cursor, checkpointed by cairn.
+
+#include <cairn/cairn.hpp>
+#include <boost/describe.hpp>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/rnn.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+
+struct gru_config {
+  std::int64_t hidden = 16;
+  std::int64_t layers = 2;
+};
+BOOST_DESCRIBE_STRUCT(gru_config, (), (hidden, layers))
+
+struct schedule_config {
+  double learning_rate = 0.05;
+  std::int64_t warmup = 4;    // iterations of linear warmup
+  std::int64_t decay = 1000;  // iterations of cosine decay after it, to 0: its own count, not train_iters
+};
+BOOST_DESCRIBE_STRUCT(schedule_config, (), (learning_rate, warmup, decay))
+
+struct own_config : cairn::trainer_config {
+  gru_config model;
+  schedule_config schedule;
+  std::int64_t batch = 8;     // sequences per iteration, over all ranks
+};
+BOOST_DESCRIBE_STRUCT(own_config, (cairn::trainer_config), (model, schedule, batch))
+
+// A GRU reading sequences of 4 features, its last hidden state mapped to one output.
+struct sequence_model : torch::nn::Module {
+  torch::nn::GRU gru{nullptr};
+  torch::nn::Linear head{nullptr};
+  explicit sequence_model(gru_config const& c)
+      : gru(register_module("gru", torch::nn::GRU(torch::nn::GRUOptions(4, c.hidden).num_layers(c.layers).batch_first(true)))),
+        head(register_module("head", torch::nn::Linear(c.hidden, 1))) {}
+  at::Tensor forward(at::Tensor x) { return head(std::get<0>(gru(x)).select(1, -1)); }
+};
+
+// The learning rate of iteration `it` (from 1): linear warmup, then cosine decay, keyed to the
+// schedule's own counts, so that a run extended from 100 to 200 iterations keeps its curve.
+inline double learning_rate(schedule_config const& s, std::int64_t it) {
+  if (it <= s.warmup) return s.learning_rate * double(it) / double(std::max<std::int64_t>(s.warmup, 1));
+  auto t = std::min(1.0, double(it - s.warmup) / double(std::max<std::int64_t>(s.decay, 1)));
+  return s.learning_rate * 0.5 * (1 + std::cos(3.141592653589793 * t));
+}
+
+// Sample `n` of the data, whoever reads it: the data-parallel ranks read disjoint samples of the
+// global batch, so the run means the same on any number of ranks.
+inline std::pair<at::Tensor, at::Tensor> sample(std::int64_t n) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(n));
+  auto x = at::randn({1, 6, 4}, generator);
+  return {x, x.sum({1, 2}).view({1, 1}).tanh()};
+}
+
+inline int train(own_config& cfg) {                           // not const: a pretrained checkpoint's model config applies
+  auto comm = cairn::comm::connect(cfg.comm, cfg.device == cairn::device_type::cuda, cfg.run.timeout());
+  cairn::training_run run(cfg, &own_config::model, comm);
+
+  torch::manual_seed(1);                                      // the same initial weights on every rank
+  auto net = std::make_shared<sequence_model>(cfg.model);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(cfg.schedule.learning_rate).momentum(0.9));
+  auto state = cairn::optimizer_state(*net, sgd, /*replicated=*/true);  // views; momentum and all
+
+  // The data cursor, the next global sample: the same on every rank, so it means the same on any
+  // number of ranks. Saved as an item; a resume on as many ranks gives it back, one on another
+  // number reads the saved ranks' items and takes rank 0's.
+  auto start = run.start(state);
+  std::int64_t cursor = 0;
+  if (auto found = state.items.find("cursor"); found != state.items.end()) {
+    cursor = std::stoll(found->second);
+  } else if (run.started().kind == cairn::start_kind::resumed) {
+    cursor = std::stoll(cairn::saved_items(run.started().path).at(0).at("cursor"));
+    if (comm.rank() == 0) std::printf("cursor %lld from rank 0 of the checkpoint\n", static_cast<long long>(cursor));
+  }
+
+  auto per_rank = cfg.batch / comm.size();
+  for (auto it = start + 1; it <= cfg.training.train_iters; ++it) {
+    for (auto& group : sgd.param_groups())
+      static_cast<torch::optim::SGDOptions&>(group.options()).lr(learning_rate(cfg.schedule, it));
+    sgd.zero_grad();
+    auto loss = at::zeros({1}, at::kDouble);
+    for (std::int64_t k = 0; k < per_rank; ++k) {
+      auto [x, y] = sample(cursor + comm.rank() * per_rank + k);
+      auto l = (net->forward(x) - y).pow(2).mean() / double(cfg.batch);
+      l.backward();
+      loss += l.detach().to(at::kDouble);
+    }
+    for (auto& p : net->parameters()) {                       // the gradient of the global batch
+      auto g = p.grad();
+      comm.all_reduce(g, cairn::comm::reduce_op::sum);
+    }
+    comm.all_reduce(loss, cairn::comm::reduce_op::sum);
+    sgd.step();
+    cursor += cfg.batch;
+    state.items["cursor"] = std::to_string(cursor);
+    if (comm.rank() == 0) std::printf("iteration %lld loss %.17g\n", static_cast<long long>(it), loss.item<double>());
+    if (auto stop = run.step(it, state, {{"loss", loss.item<double>()}})) return stop.exit_status();
+  }
+  run.finish();
+  return 0;
+}
