@@ -313,10 +313,17 @@ void print_load_plan(std::filesystem::path const& dir, cairn::run_layout const& 
     std::printf("layout: the saving one; each rank reads its own shards (replicated ones from their writer)\n");
   else if (plan.format == cairn::checkpoint_format::state_dict)
     std::printf("layout: whole tensors; each rank reads its parts of them\n");
+  else if (plan.resharded.empty())
+    std::printf("layout: the saved shards, held by another number of replicas; each rank reads its own\n");
   else
-    std::printf("layout: resharded, %zu parameters held otherwise than saved\n", plan.resharded.size());
+    std::printf("layout: resharded, %s held otherwise than saved\n", counted(plan.resharded.size(), "parameter").c_str());
   for (auto const& name : plan.resharded) std::printf("  reshards %s\n", shown(name).c_str());
   for (auto const& name : plan.zeroed) std::printf("zeroed: %s (not loaded)\n", shown(name).c_str());
+  for (auto const& name : plan.dropped_items)
+    std::printf("dropped: item %s (saved by each rank of another number: this run's ranks get none; "
+                "cairn::saved_items reads them)\n",
+                shown(name).c_str());
+  if (!plan.problems.empty()) return; // refused: nothing is read
   for (std::size_t r = 0; r < plan.reads.size(); ++r) {
     std::uint64_t total = 0; // saturating: a hostile layout may ask for more than 2^64 bytes
     for (auto const& read : plan.reads[r])

@@ -2,6 +2,8 @@
 // its own, checkpointed through each constructor of a state. What is saved is what training
 // wrote, a load writes into what training reads, and a run resumed from a save goes on bitwise
 // as if it had never stopped (losses, weights, optimizer buffers, step counts).
+#include <cairn/checkpoint/format_files.hpp>
+#include <cairn/checkpoint/load_plan.hpp>
 #include <cairn/checkpoint/module.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/comm/single_process.hpp>
@@ -21,7 +23,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -552,5 +556,47 @@ TEST_CASE("a checkpoint of another optimizer, or an optimizer changed since its 
     FAIL("saved a state that misses a group");
   } catch (cairn::checkpoint_error const& e) {
     CHECK(std::string(e.what()).find("build the state again") != std::string::npos);
+  }
+}
+
+TEST_CASE("a save's items: saved_items reads them on any world size, and a plan on another names those dropped") {
+  temp_dir dir;
+  auto state = cairn::whole_state({{"w", at::ones({4})}});
+  state.items["cursor"] = "64";
+  state.items["generator"] = std::string("\x01\x02", 2);
+  save(state, dir / "1", 1);
+  auto saved = cairn::saved_items(dir / "1");
+  REQUIRE(saved.size() == 1);
+  CHECK(saved[0] == state.items);
+
+  cairn::run_layout run;
+  run.shard_names = {"weights"};
+  auto one = state.layout();
+  one.parameters[0].replicated = true;
+  run.ranks = {one};
+  CHECK(cairn::plan_load(dir / "1", run).dropped_items.empty()); // as many ranks: each gets its own
+  run.ranks = {one, one};
+  auto plan = cairn::plan_load(dir / "1", run);
+  CHECK(plan.problems.empty());
+  CHECK(plan.resharded.empty()); // the same whole tensor, one more replica of it
+  CHECK(plan.dropped_items == std::vector<std::string>{"cursor", "generator"});
+
+  // An item whose bytes were altered: saved_items names the file.
+  auto file = dir / "1" / "rank_0.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto at = bytes.find("3634"); // "64" in hexadecimal, in the header
+  REQUIRE(at != std::string::npos);
+  bytes[at + 1] = '5';
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  try {
+    (void)cairn::saved_items(dir / "1");
+    FAIL("an altered item read");
+  } catch (cairn::error const& e) {
+    CHECK(std::string(e.what()).find("rank_0.safetensors") != std::string::npos);
+    CHECK(std::string(e.what()).find("item 'cursor' is corrupt") != std::string::npos);
   }
 }

@@ -4,13 +4,7 @@
 # shown by the installed `cairn inspect`. Arguments: SOURCE_DIR, BUILD_DIR, WORK_DIR, GENERATOR,
 # CXX.
 cmake_policy(VERSION 3.22)
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
-  if(NOT result EQUAL 0)
-    message(FATAL_ERROR "failed (${result}): ${ARGN}\n${output}")
-  endif()
-  set(output "${output}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_command.cmake)
 
 # The page shows the example verbatim.
 file(READ ${SOURCE_DIR}/docs/own-trainer.md page)

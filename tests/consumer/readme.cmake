@@ -5,13 +5,7 @@
 # #include lines first). A docs page may not hold a program. Only blocks fenced as ```cpp are
 # built. Arguments: SOURCE_DIR, BUILD_DIR, WORK_DIR, GENERATOR, CXX.
 cmake_policy(VERSION 3.22)
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
-  if(NOT result EQUAL 0)
-    message(FATAL_ERROR "failed (${result}): ${ARGN}\n${output}")
-  endif()
-  set(output "${output}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_command.cmake)
 
 file(REMOVE_RECURSE ${WORK_DIR})
 set(program "")

@@ -289,6 +289,8 @@ TEST_CASE("a run checkpointed on two ranks resumes on one and ends close to a on
   CHECK(other.status == 2);
   CHECK(other.output.find("layers.0.weight: has shape [32, 16] in the checkpoint, [48, 16] in the run") !=
         std::string::npos);
+  CHECK(other.output.find(" reads ") == std::string::npos); // refused: no read plan
+  CHECK(other.output.find("the load would be refused") != std::string::npos);
   auto weights_only = tmp / "weights_only";
   REQUIRE(tool({"convert", "input.path=" + saved, "input.format=distributed", "output.path=" + weights_only.string(),
                 "output.format=state_dict", "output.optimizer_state=false"},

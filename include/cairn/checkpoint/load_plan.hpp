@@ -64,10 +64,13 @@ struct load_plan {
   std::vector<std::string> resharded;
   /// State shards of the run the load leaves out, zeroed to start afresh.
   std::vector<std::string> zeroed;
+  /// Items (`model_state::items`) the saved ranks keep that the load gives no rank: the run has
+  /// another number of ranks (`saved_items` reads them).
+  std::vector<std::string> dropped_items;
   /// For each rank of the run, the files it reads and how much of each, in file order.
   std::vector<std::vector<planned_read>> reads;
 };
-BOOST_DESCRIBE_STRUCT(load_plan, (), (format, problems, same_layout, resharded, zeroed, reads))
+BOOST_DESCRIBE_STRUCT(load_plan, (), (format, problems, same_layout, resharded, zeroed, dropped_items, reads))
 
 /// The dry run of loading the checkpoint `saved` (a distributed or state_dict save; the
 /// weight map of a state_dict's index, empty for a distributed one) into a run of `run`.

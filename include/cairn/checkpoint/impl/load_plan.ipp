@@ -290,9 +290,13 @@ inline load_plan plan(checkpoint_metadata const& saved, std::map<std::string, st
     auto const& shape = before.front().layout->shape;
     sources from(before, writers);
     bool alike = true; // every rank holds it as the same rank saved it
+    bool replicas = true; // every rank holds a shard a saved rank held: only the replicas changed in number
     std::size_t k = 0;
     run_held.each(name, [&](int rank, parameter_layout const& p) {
       alike = alike && k < before.size() && before[k].rank == rank && *before[k].layout == p;
+      replicas = replicas && std::any_of(before.begin(), before.end(), [&](auto const& h) {
+                   return h.layout->shard == p.shard && h.layout->shape == p.shape;
+                 });
       ++k;
       if (p.shape != shape) {
         out.problems.push_back(named + ": has shape " + shape_text(shape) + " in the checkpoint, " +
@@ -301,8 +305,8 @@ inline load_plan plan(checkpoint_metadata const& saved, std::map<std::string, st
       }
       if (!p.shard.problem(p.shape)) read.add(p, from, files[static_cast<std::size_t>(rank)]);
     });
-    if (saved.format == checkpoint_format::distributed && !(alike && k == before.size()))
-      out.resharded.push_back(named); // some rank holds it otherwise than the same rank saved it
+    if (saved.format == checkpoint_format::distributed && !(alike && k == before.size()) && !replicas)
+      out.resharded.push_back(named); // some rank holds a part no saved rank held as it is
   }
   for (auto name : saved_held.names())
     if (!live.contains(name)) out.problems.push_back(std::string(name) + ": in the checkpoint but not in the run");
@@ -321,6 +325,20 @@ inline load_plan plan(checkpoint_metadata const& saved, std::map<std::string, st
   std::set<std::string> seen; // each problem once, however many ranks meet it
   std::erase_if(out.problems, [&](std::string const& p) { return !seen.insert(p).second; });
   return out;
+}
+
+/// The items the saved ranks keep that a load on another world size gives no rank (their names,
+/// from rank 0's file: every rank saves its own of the same names, as a program does).
+inline void dropped_items(std::filesystem::path const& dir, checkpoint_metadata const& saved, run_layout const& run,
+                          load_plan& out) {
+  if (saved.format != checkpoint_format::distributed || saved.world_size() == run.world_size()) return;
+  try {
+    io::safetensors_file file(formats::rank_file(dir, 0));
+    std::vector<std::string> ignored; // a corrupt item is a problem the load reports of its own file
+    for (auto const& [name, bytes] : cairn::detail::read_items(file.metadata(), ignored))
+      out.dropped_items.push_back(name);
+  } catch (error const&) { // the file's own problems are check_files' to report
+  }
 }
 
 /// What a load would find wrong in the files themselves: missing, of another save, without a
@@ -372,6 +390,7 @@ CAIRN_DECL load_plan plan_load(std::filesystem::path const& given, run_layout co
   if (!metadata.rules) {
     auto out = detail::load_planning::plan(metadata, weight_map, run, &needs);
     detail::load_planning::check_files(dir, metadata, needs, out);
+    detail::load_planning::dropped_items(dir, metadata, run, out);
     return out;
   }
   // Under rules, each file read is checked against what its rank wrote of the shards loaded,
@@ -395,6 +414,7 @@ CAIRN_DECL load_plan plan_load(std::filesystem::path const& given, run_layout co
           need.tensors[cairn::detail::tensor_name(p.name, shard)] = {p.shard.numel(), p.dtype};
     detail::load_planning::check_files(dir, metadata, needs, out);
   }
+  detail::load_planning::dropped_items(dir, metadata, run, out);
   return out;
 }
 
