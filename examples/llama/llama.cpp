@@ -191,7 +191,9 @@ int train(llama_config cfg) {
   auto comms = cairn::comm::connect(cfg.comm, cfg.device == cairn::device_type::cuda, grid, cfg.run.timeout(),
                                     cfg.training.checkpoint.local.copies());
   bool leader = comms.world.rank() == 0;
-  cairn::training_run run(cfg, &llama_config::model, comms.world, run_converter(cfg)); // may apply pretrained's
+  cairn::manager_options options;
+  options.log_progress = false; // it prints its own (loop.hpp)
+  cairn::training_run run(cfg, &llama_config::model, comms.world, run_converter(cfg), options); // may apply pretrained's
   if (comms.transfers) run.manager().set_transfer_communicator(*comms.transfers);      // local tier's copies
   grid_of(cfg, cfg.model, world_size);                                                 // the final model fits too
   std::vector<cairn::diagnostic> problems;

@@ -82,8 +82,40 @@ TEST_CASE("a run stops at the last iteration (finished), at a shutdown and on a 
     auto stop = run.step(3, state);
     CHECK(stop.kind() == cairn::stop_reason::signal);
     CHECK(stop.exit_status() == cairn::preempted_exit_status);
+    CHECK(stop.signal_number() == SIGUSR1);
+    CHECK(cairn::signal_name(stop.signal_number()) == "SIGUSR1");
     CHECK(cairn::save_directory(tmp / "run" / "checkpoints").complete() == std::vector<std::int64_t>{3});
   }
+}
+
+TEST_CASE("the run says how training goes at training.logs.interval: iteration, metrics, time per iteration, time left") {
+  temp_dir tmp;
+  std::vector<std::string> said;
+  cairn::scoped_diagnostic_sink sink([&](cairn::severity level, cairn::diagnostic const& d) {
+    if (level == cairn::severity::info && d.message.starts_with("iteration ")) said.push_back(d.message);
+  });
+  auto cfg = config(tmp / "run", {"training.logs.interval=2"});
+  cairn::training_run run(cfg, &tiny_config::model, comm);
+  auto state = state_of(cfg.model, 1);
+  run.start(state);
+  for (std::int64_t it = 1; it <= 6; ++it) (void)run.step(it, state, boost::json::object{{"loss", 0.5 / double(it)}, {"note", "text"}});
+  REQUIRE(said.size() == 3); // 2, 4, 6
+  CHECK(said[0].starts_with("iteration 2/6: loss 0.25 ("));
+  CHECK(said[0].find(" ms/iteration, 0:00:") != std::string::npos);
+  CHECK(said[0].ends_with(" left)"));
+  CHECK(said[2].starts_with("iteration 6/6: loss 0.0833333 ("));
+  CHECK(said[2].find("left") == std::string::npos); // nothing left
+  CHECK(said[1].find("note") == std::string::npos); // numbers only
+
+  said.clear(); // a trainer that prints its own turns it off
+  auto quiet_cfg = config(tmp / "quiet", {"training.logs.interval=2"});
+  cairn::manager_options options;
+  options.log_progress = false;
+  cairn::training_run quiet(quiet_cfg, &tiny_config::model, comm, options);
+  auto quiet_state = state_of(quiet_cfg.model, 1);
+  quiet.start(quiet_state);
+  for (std::int64_t it = 1; it <= 6; ++it) (void)quiet.step(it, quiet_state);
+  CHECK(said.empty());
 }
 
 TEST_CASE("every save stores the program's whole config, so that it serves as pretrained with load_config=model") {

@@ -40,6 +40,11 @@ struct manager_options {
   /// rely on (`cairn::io::check_storage`: fsync, rename, flock, read-after-write, mmap) and
   /// refuses to start where any does not hold. A few milliseconds on a local disk.
   bool check_storage = false;
+  /// Whether `training_run::step` says, on rank 0, how training goes at `training.logs.interval`:
+  /// the iteration, the metrics handed to `step` and the time per iteration and left (`cairn:
+  /// info: iteration 40/100: loss 0.0123 (12.5 ms/iteration, 0:00:08 left)`). Off for a trainer
+  /// that prints its own (the example trainers).
+  bool log_progress = true;
 };
 
 } // namespace cairn

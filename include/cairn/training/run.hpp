@@ -25,6 +25,7 @@
 #include <boost/describe/members.hpp>
 #include <boost/mp11/algorithm.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -201,6 +202,7 @@ public:
 
 private:
   CAIRN_DECL void finish_construction(manager_options options);
+  CAIRN_DECL void log_progress(std::int64_t iteration, boost::json::value const& metrics);
 
   comm::communicator_ref comm_;
   trainer_config config_; // the run's part of the program's config
@@ -211,6 +213,9 @@ private:
   run_start started_;
   std::optional<std::pair<int, std::int64_t>> test_signal_; // CAIRN_TEST_SIGNAL: signal, iteration
   std::optional<int> test_signal_rank_;
+  bool log_progress_ = true;
+  std::int64_t logged_iteration_ = 0;                  // the iteration of the last progress line (or the start)
+  std::chrono::steady_clock::time_point logged_at_{}; // and when
 };
 
 } // namespace cairn

@@ -6,6 +6,7 @@
 #include <cairn/checkpoint/format_files.hpp>
 #include <cairn/checkpoint/save_load.hpp>
 #include <cairn/comm/environment.hpp>
+#include <cairn/diagnostics.hpp>
 #include <cairn/training/manager.hpp>
 #include <cairn/training/run.hpp>
 #include <cairn/training/save_report.hpp>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -50,6 +52,7 @@ inline std::uint64_t bytes_under(std::filesystem::path const& path) {
 
 CAIRN_DECL void training_run::finish_construction(manager_options options) {
   program_config_ = options.program_config;
+  log_progress_ = options.log_progress;
   manager_ = std::make_unique<basic_checkpoint_manager>(config_.training, config_.run.experiment_dir, comm_,
                                                         std::move(options));
   if (converter_) manager_->set_converter(*converter_);
@@ -80,7 +83,37 @@ CAIRN_DECL std::int64_t training_run::start(model_state& state) {
     started_ = {};
   }
   manager_->preflight(state);
+  logged_iteration_ = started_.iteration;
+  logged_at_ = std::chrono::steady_clock::now();
   return started_.iteration;
+}
+
+CAIRN_DECL void training_run::log_progress(std::int64_t iteration, boost::json::value const& metrics) {
+  auto now = std::chrono::steady_clock::now();
+  auto done = iteration - logged_iteration_;
+  if (done <= 0) return;
+  auto seconds = std::chrono::duration<double>(now - logged_at_).count() / double(done);
+  auto total = config_.training.train_iters;
+  std::string text = "iteration " + std::to_string(iteration) + (total > 0 ? "/" + std::to_string(total) : "");
+  char number[64];
+  std::string values;
+  if (auto const* object = metrics.if_object())
+    for (auto const& [key, value] : *object)
+      if (value.is_number()) {
+        std::snprintf(number, sizeof number, "%.6g", value.to_number<double>());
+        values += (values.empty() ? ": " : ", ") + std::string(key) + " " + number;
+      }
+  std::snprintf(number, sizeof number, "%.3g", 1000 * seconds);
+  text += values + " (" + number + " ms/iteration";
+  if (total > iteration) {
+    auto left = static_cast<std::int64_t>(seconds * double(total - iteration) + 0.5);
+    std::snprintf(number, sizeof number, "%lld:%02lld:%02lld", static_cast<long long>(left / 3600),
+                  static_cast<long long>(left / 60 % 60), static_cast<long long>(left % 60));
+    text += std::string(", ") + number + " left";
+  }
+  emit(severity::info, {"", text + ")"});
+  logged_iteration_ = iteration;
+  logged_at_ = now;
 }
 
 CAIRN_DECL stop_reason training_run::step(std::int64_t iteration, model_state const& state,
@@ -88,6 +121,8 @@ CAIRN_DECL stop_reason training_run::step(std::int64_t iteration, model_state co
   if (test_signal_ && test_signal_->second == iteration && (!test_signal_rank_ || *test_signal_rank_ == comm_.rank()))
     std::raise(test_signal_->first);
   manager_->step(iteration, state, metrics);
+  if (log_progress_ && comm_.rank() == 0 && config_.training.logs.enabled(iteration))
+    log_progress(iteration, metrics);
   return manager_->last_stop();
 }
 
