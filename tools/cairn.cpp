@@ -13,7 +13,6 @@
 #include <cairn/progress.hpp>
 
 #include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
 #include <algorithm>
@@ -74,7 +73,13 @@ std::string shown(std::string_view text, bool keep_lines = false) {
   for (std::size_t at = 0; at < text.size(); ++at) {
     auto c = static_cast<unsigned char>(text[at]);
     bool listing_break = keep_lines && c == '\n' && text.substr(at + 1, 2) == "  ";
-    if ((c < 0x20 && !listing_break) || c == 0x7f) {
+    // A C1 control (U+0080 to U+009F, 0xc2 0x80-0x9f in UTF-8): CSI among them clears a screen.
+    if (c == 0xc2 && at + 1 < text.size() && static_cast<unsigned char>(text[at + 1]) >= 0x80 &&
+        static_cast<unsigned char>(text[at + 1]) <= 0x9f) {
+      char escaped[16];
+      std::snprintf(escaped, sizeof escaped, "\\xc2\\x%02x", static_cast<unsigned char>(text[++at]));
+      out += escaped;
+    } else if ((c < 0x20 && !listing_break) || c == 0x7f) {
       char escaped[8];
       std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
       out += escaped;
@@ -88,12 +93,12 @@ std::string shown(std::string_view text, bool keep_lines = false) {
 /// A message that may quote names from files: its lines kept, everything else escaped.
 std::string shown_message(std::string_view text) { return shown(text, true); }
 
-/// An item's bytes as `inspect` shows them: JSON text as compact JSON; other bytes counted, with
-/// their first 32 in hexadecimal.
+/// An item's bytes as `inspect` shows them: JSON text as it was saved (escaped for the terminal);
+/// other bytes counted, with their first 32 in hexadecimal.
 std::string item_text(std::string const& bytes) {
   boost::system::error_code failed;
-  auto parsed = boost::json::parse(bytes, failed);
-  if (!failed) return shown(boost::json::serialize(parsed));
+  (void)boost::json::parse(bytes, failed);
+  if (!failed) return shown(bytes);
   static constexpr char digits[] = "0123456789abcdef";
   std::string hex;
   for (std::size_t i = 0; i < bytes.size() && i < 32; ++i) {

@@ -75,15 +75,16 @@ inline int train(own_config& cfg) {                           // not const: a pr
 
   // The data cursor, the next global sample: the same on every rank, so it means the same on any
   // number of ranks. Saved as an item; a resume on as many ranks gives it back, one on another
-  // number reads the saved ranks' items and takes rank 0's.
+  // number reads saved rank 0's items (a checkpoint without it: the samples of the iterations done).
   auto start = run.start(state);
-  std::int64_t cursor = 0;
-  if (auto found = state.items.find("cursor"); found != state.items.end()) {
-    cursor = std::stoll(found->second);
-  } else if (run.started().kind == cairn::start_kind::resumed) {
-    cursor = std::stoll(cairn::saved_items(run.started().path).at(0).at("cursor"));
-    if (comm.rank() == 0) std::printf("cursor %lld from rank 0 of the checkpoint\n", static_cast<long long>(cursor));
+  std::int64_t cursor = start * cfg.batch;
+  auto items = state.items;
+  if (items.empty() && run.started().kind == cairn::start_kind::resumed) {
+    items = cairn::saved_items(run.started().path, 0);
+    if (comm.rank() == 0) std::printf("cursor from rank 0 of the checkpoint\n");
   }
+  if (auto found = items.find("cursor"); found != items.end()) cursor = std::stoll(found->second);
+  if (comm.rank() == 0 && start > 0) std::printf("cursor %lld\n", static_cast<long long>(cursor));
 
   auto per_rank = cfg.batch / comm.size();
   for (auto it = start + 1; it <= cfg.training.train_iters; ++it) {

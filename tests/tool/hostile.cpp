@@ -299,7 +299,7 @@ TEST_CASE("names from files reach the terminal escaped: no escape sequence, no f
   temp_dir tmp;
   // A safetensors file written by hand: a tensor and a metadata value whose names hold ESC, a
   // carriage return and a line break.
-  std::string header = R"({"__metadata__":{"note":"a\u001b]0;title\u0007b"},")" +
+  std::string header = R"({"__metadata__":{"note":"a\u001b]0;title\u0007b","csi":"c\u009b2J"},")" +
                        std::string("w\\u001b[2J\\rforged\\nline") +
                        R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
   while (header.size() % 8 != 0) header += ' ';
@@ -315,6 +315,9 @@ TEST_CASE("names from files reach the terminal escaped: no escape sequence, no f
   CHECK_MESSAGE(r.output.find("w\\x1b[2J\\x0dforged\\x0aline") != std::string::npos, r.output);
   CHECK(r.output.find("\nline") == std::string::npos);
   CHECK_MESSAGE(r.output.find("a\\x1b]0;title\\x07b") != std::string::npos, r.output);
+  // A C1 control (CSI, U+009B: two bytes in UTF-8) too.
+  CHECK(r.output.find("\xc2\x9b") == std::string::npos);
+  CHECK_MESSAGE(r.output.find("c\\xc2\\x9b2J") != std::string::npos, r.output);
   // In an error message too: a tensor whose bytes do not fit its shape, its name forging a line.
   std::string bad = R"({"a\nforged: ok":{"dtype":"F32","shape":[4],"data_offsets":[0,8]}})";
   while (bad.size() % 8 != 0) bad += ' ';

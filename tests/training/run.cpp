@@ -118,6 +118,36 @@ TEST_CASE("the run says how training goes at training.logs.interval: iteration, 
   CHECK(said.empty());
 }
 
+TEST_CASE("a resume with another model is refused before loading, naming the key and where its value came from") {
+  temp_dir tmp;
+  auto train = [&](tiny_config cfg) {
+    cairn::training_run run(cfg, &tiny_config::model, comm);
+    auto state = state_of(cfg.model, 1);
+    for (auto it = run.start(state) + 1; it <= 6; ++it) (void)run.step(it, state);
+  };
+  train(config(tmp / "a"));                      // width 4: checkpoints 2, 4, 6
+  train(config(tmp / "p", {"model.width=8"}));   // width 8, to serve as pretrained
+  auto refusal = [&](tiny_config cfg) -> std::string {
+    cairn::training_run run(cfg, &tiny_config::model, comm);
+    auto state = state_of(cfg.model, 1);
+    try {
+      run.start(state);
+    } catch (cairn::config_error const& e) {
+      return e.what();
+    }
+    return "started";
+  };
+  auto overridden = refusal(config(tmp / "a", {"model.width=8"}));
+  CHECK(overridden.find("model.width: 4 in the checkpoint " + (tmp / "a" / "checkpoints" / "6").string() +
+                        ", 8 here: a resume builds the model it saved; run with model.width=4, or start another "
+                        "experiment (run.experiment_dir)") != std::string::npos);
+  auto pretrained = refusal(config(tmp / "a", {"pretrained.path=" + (tmp / "p" / "checkpoints" / "6").string()}));
+  CHECK(pretrained.find("8 here (from pretrained.path, whose architecture pretrained.load_config applies): a resume "
+                        "builds the model it saved; run with model.width=4 and pretrained.load_config=none") !=
+        std::string::npos);
+  CHECK(cairn::save_directory(tmp / "a" / "checkpoints").complete() == std::vector<std::int64_t>{2, 4, 6});
+}
+
 TEST_CASE("every save stores the program's whole config, so that it serves as pretrained with load_config=model") {
   temp_dir tmp;
   {

@@ -94,6 +94,11 @@ CAIRN_DECL checkpoint_metadata read_stored_metadata(std::filesystem::path const&
 ///     auto cursor = std::stoll(saved.at(0).at("cursor"));
 CAIRN_DECL std::vector<std::map<std::string, std::string>> saved_items(std::filesystem::path const& path);
 
+/// The items saved rank `rank` saved with the distributed checkpoint at `path`, checked as
+/// `saved_items` checks them: its file alone is read (rank 0's global cursor does not depend on
+/// another rank's file). An error naming the checkpoint when it has no rank `rank`.
+CAIRN_DECL std::map<std::string, std::string> saved_items(std::filesystem::path const& path, int rank);
+
 /// The items one rank file records in its `__metadata__` (`file_metadata`), each checked
 /// against its checksum; what is wrong into `problems`, naming the item (what `cairn inspect`
 /// shows of a rank file).

@@ -32,10 +32,27 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
 namespace cairn {
+
+namespace detail {
+/// Whether the JSON object `config` holds a value at `path` (`attention.heads`).
+inline bool stored_at(boost::json::value const& config, std::string_view path) {
+  auto const* at = &config;
+  while (!path.empty()) {
+    auto dot = path.find('.');
+    auto const* object = at->if_object();
+    if (!object) return false;
+    at = object->if_contains(path.substr(0, dot));
+    if (!at) return false;
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+  }
+  return true;
+}
+} // namespace detail
 
 /// How a run starts.
 enum class start_kind {
@@ -154,22 +171,30 @@ public:
     config_ = cfg;
     options.program_config = to_json(cfg); // the final config, pretrained's applied
     if (!options.architecture_check)
-      options.architecture_check = [mine = cfg.*model, key = member_name(model)](boost::json::value const& stored,
-                                                                                std::string const& path) {
+      options.architecture_check = [mine = cfg.*model, key = member_name(model),
+                                    from_pretrained = cfg.has_pretrained() && loads_architecture(cfg.pretrained.load_config)](
+                                       boost::json::value const& stored, std::string const& path) {
         std::vector<diagnostic> out;
         Model theirs = mine;
+        auto const* object = stored.if_object();
+        auto const* part = object ? object->if_contains(key) : nullptr;
+        if (!part || !part->is_object()) return out; // a checkpoint of another program: its load says what does not fit
         try {
-          auto const* object = stored.if_object();
-          auto const* part = object ? object->if_contains(key) : nullptr;
-          if (!part) return out; // a checkpoint of another program: its load says what does not fit
           theirs = parse_lenient<Model>(*part).config;
         } catch (config_error const&) {
           return out; // not a config of this program's model: its load says what does not fit
         }
-        for (auto const& d : compare(theirs, mine, field_selection::architecture))
-          out.push_back({key + "." + d.path, d.left + " in the checkpoint " + path + ", " + d.right +
-                                                 " here: a resume builds the model it saved; run with " + key + "." +
-                                                 d.path + "=" + d.left + ", or start another experiment (run.experiment_dir)"});
+        for (auto const& d : compare(theirs, mine, field_selection::architecture)) {
+          if (!detail::stored_at(*part, d.path)) continue; // a key the checkpoint does not record: nothing to compare
+          auto name = key + "." + d.path;
+          out.push_back({name, d.left + " in the checkpoint " + path + ", " + d.right + " here" +
+                                   (from_pretrained ? " (from pretrained.path, whose architecture "
+                                                      "pretrained.load_config applies)"
+                                                    : "") +
+                                   ": a resume builds the model it saved; run with " + name + "=" + d.left +
+                                   (from_pretrained ? " and pretrained.load_config=none" : "") +
+                                   ", or start another experiment (run.experiment_dir)"});
+        }
         return out;
       };
     finish_construction(std::move(options));

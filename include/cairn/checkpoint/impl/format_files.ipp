@@ -141,23 +141,44 @@ CAIRN_DECL std::optional<std::string> identity_problem(io::safetensors_file cons
                                                        checkpoint_metadata const& metadata, std::optional<int> rank);
 } // namespace detail
 
-CAIRN_DECL std::vector<std::map<std::string, std::string>> saved_items(std::filesystem::path const& path) {
-  auto dir = resolve_save(path);
+namespace detail {
+inline std::map<std::string, std::string> items_of_rank(std::filesystem::path const& dir,
+                                                        checkpoint_metadata const& metadata, int r) {
+  auto file_path = formats::rank_file(dir, r);
+  io::safetensors_file file(file_path);
+  if (auto problem = detail::identity_problem(file, metadata, r)) throw io::io_error(file_path, *problem);
+  std::vector<std::string> problems;
+  auto items = detail::read_items(file.metadata(), problems);
+  if (!problems.empty()) throw io::io_error(file_path, problems.front());
+  return items;
+}
+
+inline checkpoint_metadata items_metadata(std::filesystem::path const& dir) {
   auto metadata = read_checkpoint_metadata(formats::metadata_file(dir));
   if (metadata.format != checkpoint_format::distributed)
     throw checkpoint_error(checkpoint_errc::invalid_request,
                            dir.string() + ": items are saved by the distributed format alone, and this checkpoint is " +
                                format_name(metadata.format));
+  return metadata;
+}
+} // namespace detail
+
+CAIRN_DECL std::vector<std::map<std::string, std::string>> saved_items(std::filesystem::path const& path) {
+  auto dir = resolve_save(path);
+  auto metadata = detail::items_metadata(dir);
   std::vector<std::map<std::string, std::string>> out;
-  for (int r = 0; r < metadata.world_size(); ++r) {
-    auto file_path = formats::rank_file(dir, r);
-    io::safetensors_file file(file_path);
-    if (auto problem = detail::identity_problem(file, metadata, r)) throw io::io_error(file_path, *problem);
-    std::vector<std::string> problems;
-    out.push_back(detail::read_items(file.metadata(), problems));
-    if (!problems.empty()) throw io::io_error(file_path, problems.front());
-  }
+  for (int r = 0; r < metadata.world_size(); ++r) out.push_back(detail::items_of_rank(dir, metadata, r));
   return out;
+}
+
+CAIRN_DECL std::map<std::string, std::string> saved_items(std::filesystem::path const& path, int rank) {
+  auto dir = resolve_save(path);
+  auto metadata = detail::items_metadata(dir);
+  if (rank < 0 || rank >= metadata.world_size())
+    throw checkpoint_error(checkpoint_errc::invalid_request, dir.string() + ": saved by " +
+                                                                 std::to_string(metadata.world_size()) +
+                                                                 " ranks, no rank " + std::to_string(rank));
+  return detail::items_of_rank(dir, metadata, rank);
 }
 
 } // namespace cairn

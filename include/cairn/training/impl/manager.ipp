@@ -253,10 +253,11 @@ CAIRN_DECL bool basic_checkpoint_manager::step(std::int64_t iteration, model_sta
     emit(severity::info,
          {experiment_dir_.string(),
           "stopped by " + signal_name(stop_signal) + " after iteration " + std::to_string(iteration) +
-              (config_.checkpoint.enabled()
-                   ? ", its checkpoint saved: run the same command again to resume (exit status " +
-                         std::to_string(preempted_exit_status) + ")"
-                   : "; checkpoints are disabled (training.checkpoint.interval): a new run starts over")});
+              (!config_.checkpoint.enabled()
+                   ? "; checkpoints are disabled (training.checkpoint.interval): a new run starts over"
+               : last ? ", the last, its checkpoint saved: training is done"
+                      : ", its checkpoint saved: run the same command again to resume (exit status " +
+                            std::to_string(preempted_exit_status) + ")")});
   // A shutdown at the last iteration is the run's end.
   last_stop_ = preempted_                            ? stop_reason(stop_reason::signal, stop_signal)
                : last                                ? stop_reason::finished

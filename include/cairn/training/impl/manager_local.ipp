@@ -316,6 +316,10 @@ basic_checkpoint_manager::recover_local(model_state& state, std::optional<std::i
           continue;
         }
         auto metadata = read_checkpoint_metadata(formats::metadata_file(dir.path(i)));
+        if (options_.architecture_check) // another model: said by its keys, as a persistent resume does
+          if (auto differences = options_.architecture_check(metadata.config, dir.path(i).string());
+              !differences.empty())
+            throw config_error(std::move(differences));
         boost::json::object files;
         for (auto const& [name, about] : marker.at("files").as_object()) // {size, xxh3}, or a size (older)
           if (auto r = detail::rank_of_file(name))
@@ -326,6 +330,8 @@ basic_checkpoint_manager::recover_local(model_state& state, std::optional<std::i
                                            {"world", metadata.world_size()},
                                            {"time", time && time->is_int64() ? time->as_int64() : 0},
                                            {"files", std::move(files)}});
+      } catch (config_error const&) {
+        throw;
       } catch (std::exception const& e) {
         emit(severity::warning, {dir.path(i).string(), std::string("skipped: ") + e.what()});
       }
