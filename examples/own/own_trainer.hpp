@@ -10,8 +10,6 @@
 #include <torch/nn/modules/rnn.h>
 #include <torch/optim/sgd.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -24,19 +22,14 @@ struct gru_config {
 };
 BOOST_DESCRIBE_STRUCT(gru_config, (), (hidden, layers))
 
-struct schedule_config {
-  double learning_rate = 0.05;
-  std::int64_t warmup = 4;    // iterations of linear warmup
-  std::int64_t decay = 1000;  // iterations of cosine decay after it, to 0: its own count, not train_iters
-};
-BOOST_DESCRIBE_STRUCT(schedule_config, (), (learning_rate, warmup, decay))
-
 struct own_config : cairn::trainer_config {
   gru_config model;
-  schedule_config schedule;
+  // Warmup over 4 iterations, then cosine decay over 1000 to 0: counts of its own, so that a run
+  // extended from 100 to 200 iterations keeps its curve (learning_rate.base=…, .decay=linear, …).
+  cairn::learning_rate_config learning_rate{0.05, 4, cairn::learning_rate_decay::cosine, 1000, 0};
   std::int64_t batch = 8;     // sequences per iteration, over all ranks
 };
-BOOST_DESCRIBE_STRUCT(own_config, (cairn::trainer_config), (model, schedule, batch))
+BOOST_DESCRIBE_STRUCT(own_config, (cairn::trainer_config), (model, learning_rate, batch))
 
 // A GRU reading sequences of 4 features, its last hidden state mapped to one output.
 struct sequence_model : torch::nn::Module {
@@ -47,14 +40,6 @@ struct sequence_model : torch::nn::Module {
         head(register_module("head", torch::nn::Linear(c.hidden, 1))) {}
   at::Tensor forward(at::Tensor x) { return head(std::get<0>(gru(x)).select(1, -1)); }
 };
-
-// The learning rate of iteration `it` (from 1): linear warmup, then cosine decay, keyed to the
-// schedule's own counts, so that a run extended from 100 to 200 iterations keeps its curve.
-inline double learning_rate(schedule_config const& s, std::int64_t it) {
-  if (it <= s.warmup) return s.learning_rate * double(it) / double(std::max<std::int64_t>(s.warmup, 1));
-  auto t = std::min(1.0, double(it - s.warmup) / double(std::max<std::int64_t>(s.decay, 1)));
-  return s.learning_rate * 0.5 * (1 + std::cos(3.141592653589793 * t));
-}
 
 // Sample `n` of the data, whoever reads it: the data-parallel ranks read disjoint samples of the
 // global batch, so the run means the same on any number of ranks.
@@ -70,7 +55,7 @@ inline int train(own_config& cfg) {                           // not const: a pr
 
   torch::manual_seed(1);                                      // the same initial weights on every rank
   auto net = std::make_shared<sequence_model>(cfg.model);
-  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(cfg.schedule.learning_rate).momentum(0.9));
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(cfg.learning_rate.base).momentum(0.9));
   auto state = cairn::optimizer_state(*net, sgd, /*replicated=*/true);  // views; momentum and all
 
   // The data cursor, the next global sample: the same on every rank, so it means the same on any
@@ -89,7 +74,7 @@ inline int train(own_config& cfg) {                           // not const: a pr
   auto per_rank = cfg.batch / comm.size();
   for (auto it = start + 1; it <= cfg.training.train_iters; ++it) {
     for (auto& group : sgd.param_groups())
-      static_cast<torch::optim::SGDOptions&>(group.options()).lr(learning_rate(cfg.schedule, it));
+      static_cast<torch::optim::SGDOptions&>(group.options()).lr(cfg.learning_rate.at(it));
     sgd.zero_grad();
     auto loss = at::zeros({1}, at::kDouble);
     for (std::int64_t k = 0; k < per_rank; ++k) {

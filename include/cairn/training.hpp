@@ -9,6 +9,7 @@
 #include <cairn/training/background_tasks.hpp>
 #include <cairn/training/callback.hpp>
 #include <cairn/training/interval.hpp>
+#include <cairn/training/learning_rate.hpp>
 #include <cairn/training/lock.hpp>
 #include <cairn/training/manager_options.hpp>
 #include <cairn/training/parallel_config.hpp>
