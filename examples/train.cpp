@@ -62,8 +62,9 @@ int train(train_config cfg) {
                                     cfg.training.checkpoint.local.copies());
   bool leader = comms.world.rank() == 0;
   cairn::manager_options options;
-  options.log_progress = false;                                                   // it prints its own (loop.hpp)
-  cairn::training_run run(cfg, &train_config::model, comms.world, converter(), options); // may apply pretrained's config
+  options.log_progress = false; // it prints its own (loop.hpp)
+  cairn::training_run run(cfg, &train_config::model, comms.world, converter(),
+                          options);                                               // may apply pretrained's config
   if (comms.transfers) run.manager().set_transfer_communicator(*comms.transfers); // local tier's copies
   grid_of(cfg, grid.world_size());                                                // the final config fits it too
   trainer model(cfg, comms);                                                      // built from the final config

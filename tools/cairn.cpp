@@ -321,7 +321,8 @@ void print_load_plan(std::filesystem::path const& dir, cairn::run_layout const& 
   else if (plan.resharded.empty())
     std::printf("layout: the saved shards, held by another number of replicas; each rank reads its own\n");
   else
-    std::printf("layout: resharded, %s held otherwise than saved\n", counted(plan.resharded.size(), "parameter").c_str());
+    std::printf("layout: resharded, %s held otherwise than saved\n",
+                counted(plan.resharded.size(), "parameter").c_str());
   for (auto const& name : plan.resharded) std::printf("  reshards %s\n", shown(name).c_str());
   for (auto const& name : plan.zeroed) std::printf("zeroed: %s (not loaded)\n", shown(name).c_str());
   for (auto const& name : plan.dropped_items)

@@ -193,9 +193,10 @@ int train(llama_config cfg) {
   bool leader = comms.world.rank() == 0;
   cairn::manager_options options;
   options.log_progress = false; // it prints its own (loop.hpp)
-  cairn::training_run run(cfg, &llama_config::model, comms.world, run_converter(cfg), options); // may apply pretrained's
-  if (comms.transfers) run.manager().set_transfer_communicator(*comms.transfers);      // local tier's copies
-  grid_of(cfg, cfg.model, world_size);                                                 // the final model fits too
+  cairn::training_run run(cfg, &llama_config::model, comms.world, run_converter(cfg),
+                          options);                                               // may apply pretrained's
+  if (comms.transfers) run.manager().set_transfer_communicator(*comms.transfers); // local tier's copies
+  grid_of(cfg, cfg.model, world_size);                                            // the final model fits too
   std::vector<cairn::diagnostic> problems;
   if (cfg.model.vocab_size < 128)
     problems.push_back({"model.vocab_size", "is " + std::to_string(cfg.model.vocab_size) +

@@ -4,6 +4,7 @@
 // learning-rate schedule and a data cursor, checkpointed by cairn.
 
 #include <cairn/cairn.hpp>
+
 #include <boost/describe.hpp>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
@@ -27,7 +28,7 @@ struct own_config : cairn::trainer_config {
   // Warmup over 4 iterations, then cosine decay over 1000 to 0: counts of its own, so that a run
   // extended from 100 to 200 iterations keeps its curve (learning_rate.base=…, .decay=linear, …).
   cairn::learning_rate_config learning_rate{0.05, 4, cairn::learning_rate_decay::cosine, 1000, 0};
-  std::int64_t batch = 8;     // sequences per iteration, over all ranks
+  std::int64_t batch = 8; // sequences per iteration, over all ranks
 };
 BOOST_DESCRIBE_STRUCT(own_config, (cairn::trainer_config), (model, learning_rate, batch))
 
@@ -36,7 +37,8 @@ struct sequence_model : torch::nn::Module {
   torch::nn::GRU gru{nullptr};
   torch::nn::Linear head{nullptr};
   explicit sequence_model(gru_config const& c)
-      : gru(register_module("gru", torch::nn::GRU(torch::nn::GRUOptions(4, c.hidden).num_layers(c.layers).batch_first(true)))),
+      : gru(register_module("gru",
+                            torch::nn::GRU(torch::nn::GRUOptions(4, c.hidden).num_layers(c.layers).batch_first(true)))),
         head(register_module("head", torch::nn::Linear(c.hidden, 1))) {}
   at::Tensor forward(at::Tensor x) { return head(std::get<0>(gru(x)).select(1, -1)); }
 };
@@ -49,14 +51,14 @@ inline std::pair<at::Tensor, at::Tensor> sample(std::int64_t n) {
   return {x, x.sum({1, 2}).view({1, 1}).tanh()};
 }
 
-inline int train(own_config& cfg) {                           // not const: a pretrained checkpoint's model config applies
+inline int train(own_config& cfg) { // not const: a pretrained checkpoint's model config applies
   auto comm = cairn::comm::connect(cfg.comm, cfg.device == cairn::device_type::cuda, cfg.run.timeout());
   cairn::training_run run(cfg, &own_config::model, comm);
 
-  torch::manual_seed(1);                                      // the same initial weights on every rank
+  torch::manual_seed(1); // the same initial weights on every rank
   auto net = std::make_shared<sequence_model>(cfg.model);
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(cfg.learning_rate.base).momentum(0.9));
-  auto state = cairn::optimizer_state(*net, sgd, /*replicated=*/true);  // views; momentum and all
+  auto state = cairn::optimizer_state(*net, sgd, /*replicated=*/true); // views; momentum and all
 
   // The data cursor, the next global sample: the same on every rank, so it means the same on any
   // number of ranks. Saved as an item; a resume on as many ranks gives it back, one on another
@@ -83,7 +85,7 @@ inline int train(own_config& cfg) {                           // not const: a pr
       l.backward();
       loss += l.detach().to(at::kDouble);
     }
-    for (auto& p : net->parameters()) {                       // the gradient of the global batch
+    for (auto& p : net->parameters()) { // the gradient of the global batch
       auto g = p.grad();
       comm.all_reduce(g, cairn::comm::reduce_op::sum);
     }

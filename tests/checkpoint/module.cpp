@@ -113,25 +113,33 @@ std::vector<optimizer_case> optimizers() {
   auto of = [](auto options) {
     return [options](std::vector<at::Tensor> p) -> std::unique_ptr<Optimizer> {
       using O = std::decay_t<decltype(options)>;
-      if constexpr (std::is_same_v<O, SGDOptions>) return std::make_unique<SGD>(p, options);
-      else if constexpr (std::is_same_v<O, AdamOptions>) return std::make_unique<Adam>(p, options);
-      else if constexpr (std::is_same_v<O, AdamWOptions>) return std::make_unique<AdamW>(p, options);
-      else if constexpr (std::is_same_v<O, RMSpropOptions>) return std::make_unique<RMSprop>(p, options);
-      else return std::make_unique<Adagrad>(p, options);
+      if constexpr (std::is_same_v<O, SGDOptions>)
+        return std::make_unique<SGD>(p, options);
+      else if constexpr (std::is_same_v<O, AdamOptions>)
+        return std::make_unique<Adam>(p, options);
+      else if constexpr (std::is_same_v<O, AdamWOptions>)
+        return std::make_unique<AdamW>(p, options);
+      else if constexpr (std::is_same_v<O, RMSpropOptions>)
+        return std::make_unique<RMSprop>(p, options);
+      else
+        return std::make_unique<Adagrad>(p, options);
     };
   };
   return {
       {"SGD", of(SGDOptions(0.1)), {}},
-      {"SGD momentum, dampening", of(SGDOptions(0.1).momentum(0.9).dampening(0.25).weight_decay(1e-3)),
+      {"SGD momentum, dampening",
+       of(SGDOptions(0.1).momentum(0.9).dampening(0.25).weight_decay(1e-3)),
        {"momentum_buffer"}},
       {"SGD nesterov", of(SGDOptions(0.1).momentum(0.8).nesterov(true)), {"momentum_buffer"}},
       {"Adam", of(AdamOptions(1e-2)), {"exp_avg", "exp_avg_sq"}},
-      {"Adam AMSGrad", of(AdamOptions(1e-2).amsgrad(true).weight_decay(1e-2)),
+      {"Adam AMSGrad",
+       of(AdamOptions(1e-2).amsgrad(true).weight_decay(1e-2)),
        {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}},
       {"AdamW", of(AdamWOptions(1e-2)), {"exp_avg", "exp_avg_sq"}},
       {"AdamW AMSGrad", of(AdamWOptions(1e-2).amsgrad(true)), {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}},
       {"RMSprop", of(RMSpropOptions(1e-2)), {"square_avg"}},
-      {"RMSprop centered, momentum", of(RMSpropOptions(1e-2).momentum(0.5).centered(true)),
+      {"RMSprop centered, momentum",
+       of(RMSpropOptions(1e-2).momentum(0.5).centered(true)),
        {"square_avg", "momentum_buffer", "grad_avg"}},
       {"Adagrad", of(AdagradOptions(1e-1).lr_decay(0.01).initial_accumulator_value(0.1)), {"sum"}},
   };
@@ -207,7 +215,7 @@ TEST_CASE("SGD's first momentum buffer is the first gradient itself: -0.0 stays 
   torch::nn::Linear layer(torch::nn::LinearOptions(1, 1).bias(false));
   torch::optim::SGD sgd(layer->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   auto state = cairn::optimizer_state(*layer, sgd);
-  CHECK(sgd.state().empty()); // left to SGD
+  CHECK(sgd.state().empty());              // left to SGD
   (layer->weight * -0.0).sum().backward(); // the first gradient: no zero_grad before it, which would add +0.0
   REQUIRE(std::signbit(layer->weight.grad().item<float>()));
   sgd.step();
@@ -269,11 +277,11 @@ TEST_CASE("a checkpoint whose optimizer_state record is not what a save writes i
   auto state = cairn::optimizer_state(*original.net, *original.optimizer);
   auto without = state;
   without.hooks.reset();
-  for (auto const& [label, record] :
-       std::vector<std::pair<char const*, boost::json::value>>{{"negative", boost::json::object{{"step", -1}}},
-                                                               {"text", boost::json::object{{"step", "3"}}},
-                                                               {"not an object", boost::json::array{1, 2}},
-                                                               {"no step", boost::json::object{{"optimizer", "Adam"}}}}) {
+  for (auto const& [label, record] : std::vector<std::pair<char const*, boost::json::value>>{
+           {"negative", boost::json::object{{"step", -1}}},
+           {"text", boost::json::object{{"step", "3"}}},
+           {"not an object", boost::json::array{1, 2}},
+           {"no step", boost::json::object{{"optimizer", "Adam"}}}}) {
     CAPTURE(label);
     cairn::checkpoint_save_config config;
     config.path = dir / label;
@@ -304,7 +312,8 @@ TEST_CASE("what optimizer_state refuses, it names") {
   CHECK(message(lbfgs).find("LBFGS is not supported") != std::string::npos);
 
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(net[0]->parameters(), std::make_unique<torch::optim::AdamOptions>(torch::optim::AdamOptions().amsgrad(true)));
+  groups.emplace_back(net[0]->parameters(),
+                      std::make_unique<torch::optim::AdamOptions>(torch::optim::AdamOptions().amsgrad(true)));
   groups.emplace_back(net[1]->parameters(), std::make_unique<torch::optim::AdamOptions>(torch::optim::AdamOptions()));
   torch::optim::Adam mixed(groups);
   CHECK(message(mixed).find("parameter groups") != std::string::npos);
@@ -457,7 +466,9 @@ namespace {
 /// (zero) once made, and an optimizer goes on updating it with it (momentum, decay).
 struct branching : torch::nn::Module {
   torch::nn::Linear main{nullptr}, side{nullptr};
-  branching() : main(register_module("main", torch::nn::Linear(4, 2))), side(register_module("side", torch::nn::Linear(4, 2))) {}
+  branching()
+      : main(register_module("main", torch::nn::Linear(4, 2))), side(register_module("side", torch::nn::Linear(4, 2))) {
+  }
 };
 
 struct branching_trainer {

@@ -30,9 +30,15 @@ TEST_CASE("a linear warmup from 0 to base, then the base rate when it does not d
 
 TEST_CASE("linear and cosine decay over their own iterations after the warmup, then the minimum") {
   double const base = 0.1, minimum = 0.01;
-  auto linear = schedule({{"base", base}, {"warmup_iterations", 10}, {"decay", "linear"}, {"decay_iterations", 100},
+  auto linear = schedule({{"base", base},
+                          {"warmup_iterations", 10},
+                          {"decay", "linear"},
+                          {"decay_iterations", 100},
                           {"minimum", minimum}});
-  auto cosine = schedule({{"base", base}, {"warmup_iterations", 10}, {"decay", "cosine"}, {"decay_iterations", 100},
+  auto cosine = schedule({{"base", base},
+                          {"warmup_iterations", 10},
+                          {"decay", "cosine"},
+                          {"decay_iterations", 100},
                           {"minimum", minimum}});
   for (int it : {11, 35, 60, 85, 110}) {
     double t = (it - 10) / 100.0;

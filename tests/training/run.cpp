@@ -88,7 +88,8 @@ TEST_CASE("a run stops at the last iteration (finished), at a shutdown and on a 
   }
 }
 
-TEST_CASE("the run says how training goes at training.logs.interval: iteration, metrics, time per iteration, time left") {
+TEST_CASE(
+    "the run says how training goes at training.logs.interval: iteration, metrics, time per iteration, time left") {
   temp_dir tmp;
   std::vector<std::string> said;
   cairn::scoped_diagnostic_sink sink([&](cairn::severity level, cairn::diagnostic const& d) {
@@ -98,7 +99,8 @@ TEST_CASE("the run says how training goes at training.logs.interval: iteration, 
   cairn::training_run run(cfg, &tiny_config::model, comm);
   auto state = state_of(cfg.model, 1);
   run.start(state);
-  for (std::int64_t it = 1; it <= 6; ++it) (void)run.step(it, state, boost::json::object{{"loss", 0.5 / double(it)}, {"note", "text"}});
+  for (std::int64_t it = 1; it <= 6; ++it)
+    (void)run.step(it, state, boost::json::object{{"loss", 0.5 / double(it)}, {"note", "text"}});
   REQUIRE(said.size() == 3); // 2, 4, 6
   CHECK(said[0].starts_with("iteration 2/6: loss 0.25 ("));
   CHECK(said[0].find(" ms/iteration, 0:00:") != std::string::npos);
@@ -125,8 +127,8 @@ TEST_CASE("a resume with another model is refused before loading, naming the key
     auto state = state_of(cfg.model, 1);
     for (auto it = run.start(state) + 1; it <= 6; ++it) (void)run.step(it, state);
   };
-  train(config(tmp / "a"));                      // width 4: checkpoints 2, 4, 6
-  train(config(tmp / "p", {"model.width=8"}));   // width 8, to serve as pretrained
+  train(config(tmp / "a"));                    // width 4: checkpoints 2, 4, 6
+  train(config(tmp / "p", {"model.width=8"})); // width 8, to serve as pretrained
   auto refusal = [&](tiny_config cfg) -> std::string {
     cairn::training_run run(cfg, &tiny_config::model, comm);
     auto state = state_of(cfg.model, 1);

@@ -57,8 +57,8 @@ constexpr auto cairn_fields(learning_rate_config const*) {
   return fields(
       field(&learning_rate_config::base, "The rate after the warmup, before any decay.", hint::core,
             check::non_negative),
-      field(&learning_rate_config::warmup_iterations,
-            "Iterations of linear warmup from 0 to base (0: none).", hint::core, check::non_negative),
+      field(&learning_rate_config::warmup_iterations, "Iterations of linear warmup from 0 to base (0: none).",
+            hint::core, check::non_negative),
       field(&learning_rate_config::decay, "After the warmup: constant, linear or cosine to minimum.", hint::core),
       field(&learning_rate_config::decay_iterations,
             "Iterations the decay takes after the warmup, its own count (not training.train_iters): the rate "

@@ -172,7 +172,8 @@ public:
     options.program_config = to_json(cfg); // the final config, pretrained's applied
     if (!options.architecture_check)
       options.architecture_check = [mine = cfg.*model, key = member_name(model),
-                                    from_pretrained = cfg.has_pretrained() && loads_architecture(cfg.pretrained.load_config)](
+                                    from_pretrained =
+                                        cfg.has_pretrained() && loads_architecture(cfg.pretrained.load_config)](
                                        boost::json::value const& stored, std::string const& path) {
         std::vector<diagnostic> out;
         Model theirs = mine;
@@ -239,7 +240,7 @@ private:
   std::optional<std::pair<int, std::int64_t>> test_signal_; // CAIRN_TEST_SIGNAL: signal, iteration
   std::optional<int> test_signal_rank_;
   bool log_progress_ = true;
-  std::int64_t logged_iteration_ = 0;                  // the iteration of the last progress line (or the start)
+  std::int64_t logged_iteration_ = 0;                 // the iteration of the last progress line (or the start)
   std::chrono::steady_clock::time_point logged_at_{}; // and when
 };
 
